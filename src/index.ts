@@ -1,0 +1,52 @@
+export { type Codec, defaultCodec, fingerprint } from './codec'
+export { type Duration, toMilliseconds } from './duration'
+export {
+  type Attempt,
+  createIdempotency,
+  defaultLogger,
+  defaultStoreErrors,
+  type ExecuteRequest,
+  type ExecuteResult,
+  type HandlerContext,
+  type Idempotency,
+  type IdempotencyEvent,
+  type IdempotencyEventType,
+  type IdempotencyOptions,
+  type Lease,
+  type Logger,
+  type OperationRequest,
+  type Outcome,
+  ReplayedError,
+} from './engine'
+export {
+  IdempotencyError,
+  type IdempotencyErrorCode,
+  InProgressError,
+  idempotencyErrorStatus,
+  isIdempotencyError,
+  KeyInvalidError,
+  KeyRequiredError,
+  KeyReusedError,
+  ResponseNotStoredError,
+  StoreUnavailableError,
+} from './errors'
+export {
+  agreeOnKey,
+  defaultKeyField,
+  idempotencyKeyHeader,
+  parseKeyHeader,
+  readKeyHeader,
+  splitInputKey,
+  validateKey,
+} from './key'
+export type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  RecordStatus,
+  ReleaseInput,
+  SweepOptions,
+} from './store'
+export { createMemoryStore, type MemoryStoreOptions } from './stores/memory'

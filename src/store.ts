@@ -1,0 +1,118 @@
+/**
+ * The store interface: the whole contract between the engine and a place that keeps records.
+ * Stores keep no engine configuration: validation, fingerprints, encoding and policy live in
+ * the engine. Times are epoch milliseconds and, for stores with a server (Postgres, Redis),
+ * come from the server's clock so app servers with skewed clocks agree.
+ *
+ * A record's life:
+ *
+ *     (absent) --claim--> in_progress --complete(token)--> completed --expires_at--> (absent)
+ *                          |  |                                           ^
+ *                          |  +--release(token)--> (absent)               |
+ *                          +--locked_until passes, same fingerprint --> claim = takeover
+ *                             (new token; the old executor is fenced off) |
+ *     any record past expires_at is treated as absent by claim, and deleted by sweep()
+ */
+
+export type RecordStatus = 'in_progress' | 'completed'
+
+export interface IdempotencyRecord {
+  /** The engine's scope string (caller scope plus operation); opaque to the store. */
+  scope: string
+  key: string
+  fingerprint: string
+  status: RecordStatus
+  /**
+   * The encoded outcome of a completed record. `null` while in progress, and for a record
+   * completed without a body (the response was too large or not serializable).
+   */
+  response: string | null
+  /** The fencing token of the current lease holder. */
+  leaseToken: string
+  /** While `in_progress`: when the lease ends and the record may be taken over. */
+  lockedUntil: number
+  /** When the record stops counting and may be swept. */
+  expiresAt: number
+}
+
+export interface ClaimInput {
+  scope: string
+  key: string
+  fingerprint: string
+  /** A fresh random token that identifies this claim's lease. */
+  leaseToken: string
+  /** The lease length: `locked_until = now + lockTimeoutMs`. */
+  lockTimeoutMs: number
+  /** How long an in-progress record counts if it is never completed: `expires_at = now + ttlMs`. */
+  ttlMs: number
+}
+
+export type ClaimResult =
+  /** This caller holds the lease. `takeover` is true when it replaced an expired lease. */
+  | { claimed: true; takeover: boolean; record: IdempotencyRecord }
+  /** Another record stands. `now` is the store's clock at the time of the claim. */
+  | { claimed: false; record: IdempotencyRecord; now: number }
+
+export interface CompleteInput {
+  scope: string
+  key: string
+  leaseToken: string
+  /** The encoded outcome, or `null` to complete without a body. */
+  response: string | null
+  /** `expires_at = now + ttlMs`. */
+  ttlMs: number
+}
+
+export interface ReleaseInput {
+  scope: string
+  key: string
+  leaseToken: string
+}
+
+export interface SweepOptions {
+  /** Rows deleted per statement. @default 1000 */
+  batchSize?: number
+  /** Stop after this many rows in total. @default Infinity */
+  limit?: number
+}
+
+export interface IdempotencyStore {
+  /**
+   * Atomically claims `(scope, key)` or reports the record that stands in the way.
+   *
+   * - No record, or a record past `expiresAt`: MUST write a new `in_progress` record with
+   *   `input.leaseToken` and return `{ claimed: true, takeover: false }`.
+   * - An `in_progress` record past `lockedUntil` whose fingerprint equals `input.fingerprint`:
+   *   MUST replace its lease token and times and return `{ claimed: true, takeover: true }`.
+   * - Anything else (a completed record, a valid lease, an expired lease with another
+   *   fingerprint): MUST NOT change the record, and MUST return it with the store's `now`.
+   *
+   * When N callers race on one key, exactly one of them MUST get `claimed: true`; every other
+   * one MUST get the winner's record. A claim SHOULD be one round trip.
+   * A store that cannot answer MUST throw (the engine maps it to `STORE_UNAVAILABLE`).
+   */
+  claim(input: ClaimInput): Promise<ClaimResult>
+
+  /**
+   * Marks the record completed with its response and `expiresAt = now + ttlMs`, only if it is
+   * still `in_progress` under `input.leaseToken`. Returns false, changing nothing, when the
+   * lease was lost (taken over, released or swept): a fenced-off executor MUST NOT overwrite
+   * the new outcome.
+   */
+  complete(input: CompleteInput): Promise<boolean>
+
+  /**
+   * Deletes the record only if it is `in_progress` under `input.leaseToken`, so a retry can
+   * run the operation again. Returns false, changing nothing, when the lease was lost.
+   */
+  release(input: ReleaseInput): Promise<boolean>
+
+  /** Reads a record as it stands (expired ones included), or undefined. For tools and tests. */
+  get(scope: string, key: string): Promise<IdempotencyRecord | undefined>
+
+  /**
+   * Deletes records past `expiresAt` in batches of `batchSize`, so no statement holds locks
+   * for long. Returns the number deleted.
+   */
+  sweep(options?: SweepOptions): Promise<number>
+}

@@ -1,0 +1,129 @@
+import type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ReleaseInput,
+  SweepOptions,
+} from '../store'
+
+export interface MemoryStoreOptions {
+  /**
+   * The clock, in epoch milliseconds. Pass the engine's `now` so tests can move time.
+   * @default Date.now
+   */
+  now?: () => number
+  /**
+   * The most records kept. When full, expired records go first, then the oldest completed
+   * ones; a record under a valid lease is never evicted (a full store of those rejects claims).
+   * @default 10000
+   */
+  maxRecords?: number
+}
+
+/**
+ * Records in a `Map`, for tests and single-process development. Every method answers with
+ * copies, so a caller mutating a record cannot change what is stored. JavaScript runs each
+ * method to completion without interleaving, which is what makes `claim` atomic here.
+ */
+export function createMemoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
+  const now = options.now ?? Date.now
+  const maxRecords = options.maxRecords ?? 10_000
+  if (!Number.isInteger(maxRecords) || maxRecords < 1) {
+    throw new TypeError('idempotent-mutations: maxRecords must be a positive integer')
+  }
+  const records = new Map<string, IdempotencyRecord>()
+  const id = (scope: string, key: string) => `${scope.length}:${scope}${key}`
+
+  function makeRoom(at: number): void {
+    if (records.size < maxRecords) return
+    for (const [k, r] of records) if (r.expiresAt <= at) records.delete(k)
+    for (const [k, r] of records) {
+      if (records.size < maxRecords) return
+      if (r.status === 'completed' || r.lockedUntil <= at) records.delete(k)
+    }
+    if (records.size >= maxRecords) {
+      throw new Error(`memory store is full: ${maxRecords} records hold valid leases`)
+    }
+  }
+
+  return {
+    async claim(input: ClaimInput): Promise<ClaimResult> {
+      const at = now()
+      const rid = id(input.scope, input.key)
+      const existing = records.get(rid)
+      const fresh = (): IdempotencyRecord => ({
+        scope: input.scope,
+        key: input.key,
+        fingerprint: input.fingerprint,
+        status: 'in_progress',
+        response: null,
+        leaseToken: input.leaseToken,
+        lockedUntil: at + input.lockTimeoutMs,
+        expiresAt: at + input.ttlMs,
+      })
+      if (existing === undefined || existing.expiresAt <= at) {
+        if (existing) records.delete(rid)
+        makeRoom(at)
+        const record = fresh()
+        records.set(rid, record)
+        return { claimed: true, takeover: false, record: { ...record } }
+      }
+      if (
+        existing.status === 'in_progress' &&
+        existing.lockedUntil <= at &&
+        existing.fingerprint === input.fingerprint
+      ) {
+        const record = fresh()
+        records.set(rid, record)
+        return { claimed: true, takeover: true, record: { ...record } }
+      }
+      return { claimed: false, record: { ...existing }, now: at }
+    },
+
+    async complete(input: CompleteInput): Promise<boolean> {
+      const rid = id(input.scope, input.key)
+      const existing = records.get(rid)
+      if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
+        return false
+      }
+      records.set(rid, {
+        ...existing,
+        status: 'completed',
+        response: input.response,
+        expiresAt: now() + input.ttlMs,
+      })
+      return true
+    },
+
+    async release(input: ReleaseInput): Promise<boolean> {
+      const rid = id(input.scope, input.key)
+      const existing = records.get(rid)
+      if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
+        return false
+      }
+      records.delete(rid)
+      return true
+    },
+
+    async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+      const record = records.get(id(scope, key))
+      return record && { ...record }
+    },
+
+    async sweep(sweepOptions: SweepOptions = {}): Promise<number> {
+      const limit = sweepOptions.limit ?? Number.POSITIVE_INFINITY
+      const at = now()
+      let deleted = 0
+      for (const [k, r] of records) {
+        if (deleted >= limit) break
+        if (r.expiresAt <= at) {
+          records.delete(k)
+          deleted++
+        }
+      }
+      return deleted
+    },
+  }
+}

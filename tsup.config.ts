@@ -1,0 +1,17 @@
+import { defineConfig } from 'tsup'
+
+export default defineConfig({
+  entry: {
+    'src/index': 'src/index.ts',
+    'src/stores/drizzle/index': 'src/stores/drizzle/index.ts',
+    'adapters/trpc/index': 'adapters/trpc/index.ts',
+    'adapters/envelop/index': 'adapters/envelop/index.ts',
+  },
+  format: ['esm'],
+  target: 'node20',
+  dts: true,
+  splitting: true,
+  clean: true,
+  sourcemap: true,
+  treeshake: true,
+})
