@@ -4,6 +4,7 @@ export default defineConfig({
   entry: {
     'src/index': 'src/index.ts',
     'src/stores/drizzle/index': 'src/stores/drizzle/index.ts',
+    'src/stores/redis/index': 'src/stores/redis/index.ts',
     'adapters/trpc/index': 'adapters/trpc/index.ts',
     'adapters/envelop/index': 'adapters/envelop/index.ts',
   },

@@ -1,0 +1,133 @@
+import type { LuaScript } from './scripts'
+
+/**
+ * The part of an `ioredis` client (`Redis` or `Cluster`) the store uses. Structural, so the store
+ * never loads ioredis itself: it is an optional peer.
+ */
+export interface IoRedisClientLike {
+  evalsha(sha1: string, numberOfKeys: number, ...keysAndArguments: string[]): Promise<unknown>
+  eval(script: string, numberOfKeys: number, ...keysAndArguments: string[]): Promise<unknown>
+  /** ioredis' connection state: `'wait' | 'connecting' | 'connect' | 'ready' | 'reconnecting' | …` */
+  readonly status?: string
+}
+
+/** The arguments node-redis takes for `EVAL` and `EVALSHA`. */
+export interface NodeRedisEvalOptions {
+  keys: string[]
+  arguments: string[]
+}
+
+/**
+ * The part of a node-redis v5 client (`createClient()` or `createCluster()`) the store uses.
+ * Structural, so the store never loads `redis` itself: it is an optional peer.
+ */
+export interface NodeRedisClientLike {
+  evalSha(sha1: string, options: NodeRedisEvalOptions): Promise<unknown>
+  eval(script: string, options: NodeRedisEvalOptions): Promise<unknown>
+  /** node-redis: true once connected and ready; false while connecting, reconnecting or closed. */
+  readonly isReady?: boolean
+}
+
+/** A connected `ioredis` or node-redis v5 client; which one is told apart by its methods. */
+export type RedisClientLike = IoRedisClientLike | NodeRedisClientLike
+
+/**
+ * Thrown, before anything is sent, when the client itself reports that it is not connected
+ * (see `requireReady`). The engine turns it into `STORE_UNAVAILABLE` (503), fail closed.
+ */
+export class RedisNotReadyError extends Error {
+  override name = 'RedisNotReadyError'
+  readonly code = 'REDIS_NOT_READY'
+  constructor(state: string) {
+    super(
+      `idempotent-mutations: the Redis client is not connected (${state}), so the call was not sent. ` +
+        'Wait for the client to be ready before serving requests.',
+    )
+  }
+}
+
+/** Runs the store's scripts on one client, whichever library it comes from. */
+export interface ScriptRunner {
+  readonly library: 'ioredis' | 'node-redis'
+  run(script: LuaScript, keys: string[], args: string[]): Promise<unknown>
+}
+
+export function invalidArgument(message: string, code = 'ERR_INVALID_ARG_VALUE'): TypeError {
+  return Object.assign(new TypeError(`idempotent-mutations: ${message}`), { code })
+}
+
+// `wait` is ioredis' lazyConnect state: the first command opens the connection, so it may pass.
+const ioredisUsable = new Set(['ready', 'wait'])
+
+export function createScriptRunner(client: unknown, requireReady: boolean): ScriptRunner {
+  if (client === null || typeof client !== 'object') {
+    throw invalidArgument(
+      'createRedisStore needs a connected ioredis or node-redis v5 client',
+      'ERR_INVALID_ARG_TYPE',
+    )
+  }
+  const candidate = client as Partial<IoRedisClientLike & NodeRedisClientLike>
+
+  if (typeof candidate.evalsha === 'function' && typeof candidate.eval === 'function') {
+    const io = client as IoRedisClientLike
+    return {
+      library: 'ioredis',
+      run: (script, keys, args) =>
+        withFallback(
+          () => {
+            if (requireReady && typeof io.status === 'string' && !ioredisUsable.has(io.status)) {
+              throw new RedisNotReadyError(`ioredis status '${io.status}'`)
+            }
+          },
+          () => io.evalsha(script.sha1, keys.length, ...keys, ...args),
+          () => io.eval(script.source, keys.length, ...keys, ...args),
+        ),
+    }
+  }
+
+  if (typeof candidate.evalSha === 'function' && typeof candidate.eval === 'function') {
+    const nodeRedis = client as NodeRedisClientLike
+    return {
+      library: 'node-redis',
+      run: (script, keys, args) =>
+        withFallback(
+          () => {
+            if (requireReady && nodeRedis.isReady === false) {
+              throw new RedisNotReadyError('node-redis isReady is false')
+            }
+          },
+          () => nodeRedis.evalSha(script.sha1, { keys, arguments: args }),
+          () => nodeRedis.eval(script.source, { keys, arguments: args }),
+        ),
+    }
+  }
+
+  throw invalidArgument(
+    'createRedisStore needs an ioredis client (with evalsha/eval) or a node-redis v5 client (with evalSha/eval)',
+    'ERR_INVALID_ARG_TYPE',
+  )
+}
+
+/**
+ * `EVALSHA` first: the script body is sent only when the server does not know it yet (after a
+ * restart, a failover to a replica, `SCRIPT FLUSH`, or on a cluster node seen for the first
+ * time). `NOSCRIPT` means nothing ran, so running the same call as `EVAL` is safe, and `EVAL`
+ * leaves the script cached on that server for the next `EVALSHA`.
+ */
+async function withFallback(
+  checkReady: () => void,
+  evalSha: () => Promise<unknown>,
+  evalSource: () => Promise<unknown>,
+): Promise<unknown> {
+  checkReady()
+  try {
+    return await evalSha()
+  } catch (error) {
+    if (!isNoScript(error)) throw error
+    return await evalSource()
+  }
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT')
+}

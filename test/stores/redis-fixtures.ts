@@ -1,0 +1,113 @@
+import { randomUUID } from 'node:crypto'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
+import { Redis } from 'ioredis'
+import { createClient } from 'redis'
+import type { ClaimInput } from '../../src/store'
+import { redisUrl } from '../support/env'
+
+export { redisUrl }
+
+/** Appended to a real-Redis suite's name: the visible reason when it is skipped. */
+export const noRedis = redisUrl
+  ? ''
+  : ' (skipped: REDIS_URL is not set, this suite needs a real Redis)'
+
+/** A prefix no other test file (or run) shares: records of parallel files never meet. */
+export function uniquePrefix(file: string): string {
+  return `idem-test:${file}:${randomUUID().slice(0, 8)}:`
+}
+
+/** An ioredis client with the settings docs/redis.md recommends, connected. */
+export async function connectIoRedis(url = redisUrl): Promise<Redis> {
+  const client = new Redis(url ?? '', {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 2_000,
+  })
+  await client.connect()
+  return client
+}
+
+/** A node-redis v5 client with the settings docs/redis.md recommends, connected. */
+export async function connectNodeRedis(url = redisUrl, RESP: 2 | 3 = 2) {
+  const client = createClient({
+    url: url ?? '',
+    RESP,
+    disableOfflineQueue: true,
+    commandOptions: { timeout: 2_000 },
+  })
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
+
+export type NodeRedisClient = Awaited<ReturnType<typeof connectNodeRedis>>
+
+/** Both supported clients, for `describe.each`. */
+export const clientKinds = [
+  { name: 'ioredis', library: 'ioredis', connect: () => connectIoRedis() },
+  { name: 'node-redis', library: 'node-redis', connect: () => connectNodeRedis() },
+  {
+    name: 'node-redis on RESP3',
+    library: 'node-redis',
+    connect: () => connectNodeRedis(redisUrl, 3),
+  },
+] as const
+
+export async function closeClient(client: Redis | NodeRedisClient): Promise<void> {
+  if (client instanceof Redis) client.disconnect()
+  else client.destroy()
+}
+
+/** Deletes the records a test file wrote under its own prefix, and nothing else. */
+export async function deletePrefixed(admin: Redis, prefix: string): Promise<void> {
+  let cursor = '0'
+  do {
+    const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    cursor = next
+    if (keys.length) await admin.del(...keys)
+  } while (cursor !== '0')
+}
+
+export async function keysWithPrefix(admin: Redis, prefix: string): Promise<string[]> {
+  const found: string[] = []
+  let cursor = '0'
+  do {
+    const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    cursor = next
+    found.push(...keys)
+  } while (cursor !== '0')
+  return found.sort()
+}
+
+/** The Redis server's clock in epoch milliseconds. */
+export async function serverTime(admin: Redis): Promise<number> {
+  const [seconds, micros] = await admin.time()
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+}
+
+/** A TCP port nothing listens on: bound by us, then closed again. */
+export async function closedPort(): Promise<number> {
+  const server = createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const address = server.address()
+  if (address === null || typeof address === 'string') throw new Error('no TCP address')
+  await new Promise((resolve) => server.close(resolve))
+  return address.port
+}
+
+/** A claim input with a fresh token; override what the test is about. */
+export function claimInput(overrides: Partial<ClaimInput> = {}): ClaimInput {
+  return {
+    scope: '["tenant-1","orders.create"]',
+    key: `key-${randomUUID()}`,
+    fingerprint: 'fp-1',
+    leaseToken: randomUUID(),
+    lockTimeoutMs: 60_000,
+    ttlMs: 86_400_000,
+    ...overrides,
+  }
+}

@@ -1,0 +1,243 @@
+import { randomUUID } from 'node:crypto'
+import { createRedisStore, type RedisStore } from 'idempotent-mutations/redis'
+import type { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import {
+  claimInput,
+  clientKinds,
+  closeClient,
+  connectIoRedis,
+  connectNodeRedis,
+  deletePrefixed,
+  keysWithPrefix,
+  type NodeRedisClient,
+  noRedis,
+  redisUrl,
+  serverTime,
+  uniquePrefix,
+} from './redis-fixtures'
+
+const prefix = uniquePrefix('redis')
+let admin: Redis
+
+beforeAll(async () => {
+  if (redisUrl) admin = await connectIoRedis()
+})
+afterAll(async () => {
+  if (!admin) return
+  await deletePrefixed(admin, prefix)
+  admin.disconnect()
+})
+
+describe.skipIf(!redisUrl).each(clientKinds)(
+  `[redis] Redis store through $name${noRedis}`,
+  ({ name, library, connect }) => {
+    let client: Redis | NodeRedisClient
+    let store: RedisStore
+    // Each client kind writes under its own sub-prefix so the layout assertions see only its keys.
+    const ownPrefix = `${prefix}${name.replaceAll(' ', '-')}:`
+
+    beforeAll(async () => {
+      client = await connect()
+      store = createRedisStore(client, { prefix: ownPrefix })
+    })
+    afterAll(() => closeClient(client))
+
+    it('recognises the client library by its shape', () => {
+      expect(store.library).toBe(library)
+    })
+
+    it('keeps each record as one hash under <prefix>{<hash of scope and key>}', async () => {
+      const input = claimInput({ key: 'has{braces}in-it' })
+      await store.claim(input)
+      const recordKey = store.recordKey(input.scope, input.key)
+      // One pair of braces, right after the prefix: the hash tag covers the whole record hash
+      // however many braces the client's key has, so Redis Cluster keeps the record on one slot.
+      expect(recordKey).toMatch(
+        new RegExp(`^${ownPrefix.replace(/[.*+?^$()|[\]\\]/g, '\\$&')}\\{[A-Za-z0-9_-]{43}\\}$`),
+      )
+      expect(await keysWithPrefix(admin, ownPrefix)).toContain(recordKey)
+      expect(await admin.type(recordKey)).toBe('hash')
+      expect(await admin.hgetall(recordKey)).toMatchObject({
+        scope: input.scope,
+        key: input.key,
+        fingerprint: input.fingerprint,
+        status: 'in_progress',
+        leaseToken: input.leaseToken,
+      })
+      expect(store.recordKey('["tenant-2","orders.create"]', input.key)).not.toBe(recordKey)
+    })
+
+    it('sets a Redis TTL on every record: the claim ttl, then the completion ttl', async () => {
+      const input = claimInput({ ttlMs: 3_600_000 })
+      await store.claim(input)
+      const recordKey = store.recordKey(input.scope, input.key)
+      const claimedTtl = await admin.pttl(recordKey)
+      expect(claimedTtl).toBeGreaterThan(3_600_000 - 60_000)
+      expect(claimedTtl).toBeLessThanOrEqual(3_600_000)
+
+      await store.complete({ ...input, response: 'r', ttlMs: 120_000 })
+      const completedTtl = await admin.pttl(recordKey)
+      expect(completedTtl).toBeGreaterThan(0)
+      expect(completedTtl).toBeLessThanOrEqual(120_000)
+      const record = await store.get(input.scope, input.key)
+      // The TTL ends exactly where the record says it expires.
+      expect(Number(await admin.call('PEXPIRETIME', recordKey))).toBe(record?.expiresAt)
+    })
+
+    it('takes now, lockedUntil and expiresAt from the Redis server clock', async () => {
+      const before = await serverTime(admin)
+      const input = claimInput({ lockTimeoutMs: 45_000, ttlMs: 90_000 })
+      const result = await store.claim(input)
+      const after = await serverTime(admin)
+      if (!result.claimed) throw new Error('expected a claim')
+      const claimedAt = result.record.lockedUntil - 45_000
+      expect(claimedAt).toBeGreaterThanOrEqual(before)
+      expect(claimedAt).toBeLessThanOrEqual(after)
+      expect(result.record.expiresAt).toBe(claimedAt + 90_000)
+
+      const duplicate = await store.claim({ ...input, leaseToken: randomUUID() })
+      if (duplicate.claimed) throw new Error('expected the standing record')
+      expect(duplicate.now).toBeGreaterThanOrEqual(claimedAt)
+      expect(duplicate.now).toBeLessThanOrEqual(await serverTime(admin))
+    })
+
+    it('replays a completed record in one script call that returns its response', async () => {
+      const input = claimInput()
+      await store.claim(input)
+      await store.complete({ ...input, response: '{"json":{"id":1}}', ttlMs: 60_000 })
+      const calls = spyOnScripts(client)
+      const replay = await store.claim({ ...input, leaseToken: randomUUID() })
+      expect(calls()).toBe(1)
+      expect(replay).toMatchObject({
+        claimed: false,
+        record: {
+          status: 'completed',
+          response: '{"json":{"id":1}}',
+          leaseToken: input.leaseToken,
+        },
+      })
+    })
+
+    it('runs a script with EVAL after SCRIPT FLUSH, then with EVALSHA again', async () => {
+      await admin.script('FLUSH')
+      const methods = client as unknown as ScriptMethods
+      const evalSha = vi.spyOn(methods, library === 'ioredis' ? 'evalsha' : 'evalSha')
+      const evalSource = vi.spyOn(methods, 'eval')
+      try {
+        const first = claimInput()
+        expect(await store.claim(first)).toMatchObject({ claimed: true })
+        expect(evalSha).toHaveBeenCalledTimes(1) // answered NOSCRIPT
+        expect(evalSource).toHaveBeenCalledTimes(1) // ran the script and cached it
+        expect(await store.claim(claimInput())).toMatchObject({ claimed: true })
+        expect(evalSha).toHaveBeenCalledTimes(2)
+        expect(evalSource).toHaveBeenCalledTimes(1)
+        expect(await store.get(first.scope, first.key)).toMatchObject({ status: 'in_progress' })
+      } finally {
+        evalSha.mockRestore()
+        evalSource.mockRestore()
+      }
+    })
+
+    it('answers a re-sent claim (same lease token) as claimed and changes nothing', async () => {
+      // ioredis re-sends a command whose reply was lost to a reconnect; the claim then finds
+      // its own token and must not turn its own caller into a 409.
+      const input = claimInput()
+      const first = await store.claim(input)
+      const again = await store.claim(input)
+      expect(again).toEqual(first)
+      expect(await store.get(input.scope, input.key)).toEqual(first.claimed && first.record)
+    })
+
+    it('keeps an empty response apart from a completion without a body', async () => {
+      const empty = claimInput()
+      const none = claimInput()
+      await store.claim(empty)
+      await store.claim(none)
+      expect(await store.complete({ ...empty, response: '', ttlMs: 60_000 })).toBe(true)
+      expect(await store.complete({ ...none, response: null, ttlMs: 60_000 })).toBe(true)
+      expect(await store.get(empty.scope, empty.key)).toMatchObject({ response: '' })
+      expect(await store.get(none.scope, none.key)).toMatchObject({
+        status: 'completed',
+        response: null,
+      })
+    })
+
+    it('stores a response of over 1 MiB with non-ASCII text byte for byte', async () => {
+      const input = claimInput()
+      const response = JSON.stringify({ text: 'é漢字🙂\u0000"\\'.repeat(75_000) })
+      expect(Buffer.byteLength(response)).toBeGreaterThan(1 << 20)
+      await store.claim(input)
+      await store.complete({ ...input, response, ttlMs: 60_000 })
+      const replay = await store.claim({ ...input, leaseToken: randomUUID() })
+      expect(replay.record.response).toBe(response)
+    })
+
+    it('rejects bad input with a stable code before anything is written', async () => {
+      const input = claimInput({ lockTimeoutMs: Number.NaN })
+      await expect(store.claim(input)).rejects.toMatchObject({
+        name: 'TypeError',
+        code: 'ERR_INVALID_ARG_VALUE',
+      })
+      await expect(
+        store.claim({ ...claimInput(), key: 42 as unknown as string }),
+      ).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_TYPE' })
+      expect(await store.get(input.scope, input.key)).toBeUndefined()
+    })
+
+    it('sweeps nothing, because Redis expires the records itself', async () => {
+      const input = claimInput()
+      await store.claim(input)
+      expect(await store.sweep()).toBe(0)
+      expect(await store.get(input.scope, input.key)).toMatchObject({ status: 'in_progress' })
+    })
+  },
+)
+
+describe.skipIf(!redisUrl)(`[redis] Redis store across clients${noRedis}`, () => {
+  it('lets an ioredis and a node-redis client share the same records', async () => {
+    const io = await connectIoRedis()
+    const nodeRedis = await connectNodeRedis()
+    try {
+      const viaIo = createRedisStore(io, { prefix: `${prefix}shared:` })
+      const viaNodeRedis = createRedisStore(nodeRedis, { prefix: `${prefix}shared:` })
+      const input = claimInput()
+      expect(await viaIo.claim(input)).toMatchObject({ claimed: true })
+      expect(await viaNodeRedis.complete({ ...input, response: 'done', ttlMs: 60_000 })).toBe(true)
+      expect(await viaIo.get(input.scope, input.key)).toMatchObject({
+        status: 'completed',
+        response: 'done',
+      })
+    } finally {
+      await closeClient(io)
+      await closeClient(nodeRedis)
+    }
+  })
+
+  it('connects a lazyConnect ioredis client on its first call', async () => {
+    const { Redis } = await import('ioredis')
+    const lazy = new Redis(redisUrl ?? '', { lazyConnect: true })
+    try {
+      const store = createRedisStore(lazy, { prefix: `${prefix}lazy:` })
+      expect(lazy.status).toBe('wait')
+      expect(await store.claim(claimInput())).toMatchObject({ claimed: true })
+    } finally {
+      lazy.disconnect()
+    }
+  })
+})
+
+type ScriptMethod = (...args: unknown[]) => Promise<unknown>
+type ScriptMethods = { evalsha: ScriptMethod; evalSha: ScriptMethod; eval: ScriptMethod }
+
+/** Counts the script calls (EVALSHA or EVAL) a client sends from now on. */
+function spyOnScripts(client: Redis | NodeRedisClient): () => number {
+  const names =
+    'evalsha' in client ? (['evalsha', 'eval'] as const) : (['evalSha', 'eval'] as const)
+  const spies = names.map((name) => vi.spyOn(client as unknown as ScriptMethods, name))
+  return () => {
+    const count = spies.reduce((sum, spy) => sum + spy.mock.calls.length, 0)
+    for (const spy of spies) spy.mockRestore()
+    return count
+  }
+}
