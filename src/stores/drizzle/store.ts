@@ -1,0 +1,386 @@
+import { createHash } from 'node:crypto'
+import { and, eq, type SQL, type SQLWrapper, sql } from 'drizzle-orm'
+import {
+  getTableConfig,
+  type PgColumn,
+  type PgDatabase,
+  type PgQueryResultHKT,
+} from 'drizzle-orm/pg-core'
+import type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  RecordStatus,
+  ReleaseInput,
+  SweepOptions,
+} from '../../store'
+import { type IdempotencyTable, idempotencyKeys } from './table'
+
+/**
+ * Any drizzle PostgreSQL database: `drizzle(postgres.js)`, `drizzle(node-postgres)`,
+ * `drizzle(PGlite)`, with or without a schema (the relational `query` API, whose type depends
+ * on your schema, is the one part the store does not use). Pass the pool-level database, not a
+ * transaction: a claim must commit on its own to be seen by concurrent retries.
+ */
+export type DrizzlePgDatabase = Omit<
+  PgDatabase<PgQueryResultHKT, Record<string, unknown>>,
+  'query' | '_'
+>
+
+export interface DrizzleStoreOptions {
+  /**
+   * The table records live in: `idempotencyKeys`, or your own from
+   * `defineIdempotencyTable(name, schema)` (for example one in your drizzle-kit schema).
+   * @default idempotencyKeys (table `idempotency_keys` in the default schema)
+   */
+  table?: IdempotencyTable
+}
+
+/** An {@link IdempotencyStore} over PostgreSQL through drizzle, plus table management. */
+export interface DrizzleStore extends IdempotencyStore {
+  /** The table this store reads and writes. */
+  readonly table: IdempotencyTable
+  /**
+   * Creates the table, its primary key and its `expires_at` index if they do not exist
+   * (`CREATE … IF NOT EXISTS`, and `CREATE SCHEMA IF NOT EXISTS` for a table in a schema).
+   * Safe to call from several processes at once. Skip it if drizzle-kit manages the table.
+   */
+  ensureTable(): Promise<void>
+}
+
+const expectedColumns = [
+  'scope',
+  'key',
+  'fingerprint',
+  'status',
+  'response',
+  'lease_token',
+  'locked_until',
+  'expires_at',
+]
+
+/** The DDL that creates `table` (one statement per entry), as `ensureTable` runs it. */
+export function createTableStatements(table: IdempotencyTable = idempotencyKeys): string[] {
+  const { name, schema } = getTableConfig(table)
+  const quote = (identifier: string) => `"${identifier.replaceAll('"', '""')}"`
+  const qualified = schema === undefined ? quote(name) : `${quote(schema)}.${quote(name)}`
+  return [
+    ...(schema === undefined ? [] : [`CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`]),
+    `CREATE TABLE IF NOT EXISTS ${qualified} (
+  "scope" text NOT NULL,
+  "key" text NOT NULL,
+  "fingerprint" text NOT NULL,
+  "status" text NOT NULL,
+  "response" text,
+  "lease_token" text NOT NULL,
+  "locked_until" timestamp with time zone NOT NULL,
+  "expires_at" timestamp with time zone NOT NULL,
+  CONSTRAINT ${quote(`${name}_pkey`)} PRIMARY KEY ("scope", "key")
+)`,
+    `CREATE INDEX IF NOT EXISTS ${quote(`${name}_expires_at_idx`)} ON ${qualified} ("expires_at")`,
+  ]
+}
+
+// Epoch milliseconds computed by the server, so every app server reads the same clock.
+// float8 comes back as a JavaScript number from every driver, and mapWith covers the rest.
+const epochMs = (value: SQL | PgColumn) =>
+  sql<number>`floor(extract(epoch from ${value}) * 1000)::float8`.mapWith(Number)
+const asBoolean = (value: unknown) => value === true || value === 't' || value === 'true'
+const millisecondsFrom = (placeholder: SQLWrapper) =>
+  sql`now() + ${placeholder}::float8 * interval '1 millisecond'`
+
+// How often a claim re-runs when it read nothing (see claim below); each re-run sees a newer
+// snapshot, so the second one practically always answers.
+const maxClaimAttempts = 10
+
+/**
+ * Records in PostgreSQL through drizzle (postgres.js, node-postgres or PGlite). Every method
+ * is one prepared statement; times come from the database's `now()`; commits are the
+ * database's normal durable ones.
+ *
+ * ```ts
+ * const store = createDrizzleStore(db)
+ * await store.ensureTable()
+ * ```
+ */
+export function createDrizzleStore(
+  db: DrizzlePgDatabase,
+  options: DrizzleStoreOptions = {},
+): DrizzleStore {
+  if (db === null || typeof db !== 'object' || typeof db.select !== 'function') {
+    throw new TypeError(
+      'idempotent-mutations: createDrizzleStore needs a drizzle PostgreSQL database, e.g. drizzle(pool)',
+    )
+  }
+  const table = options.table ?? idempotencyKeys
+  const config = getTableConfig(table)
+  const columnNames = config.columns.map((column) => column.name)
+  if (expectedColumns.some((name) => !columnNames.includes(name))) {
+    throw new TypeError(
+      'idempotent-mutations: the `table` option must come from defineIdempotencyTable() (or be idempotencyKeys)',
+    )
+  }
+  // node-postgres keeps named statements per connection and refuses one name for two texts,
+  // so each table gets its own names.
+  const tag = createHash('sha256')
+    .update(`v1:${config.schema ?? ''}.${config.name}`)
+    .digest('hex')
+    .slice(0, 12)
+  const statementName = (kind: string) => `idempotent_mutations_${kind}_${tag}`
+
+  const p = {
+    scope: sql.placeholder('scope'),
+    key: sql.placeholder('key'),
+    fingerprint: sql.placeholder('fingerprint'),
+    leaseToken: sql.placeholder('leaseToken'),
+    lockTimeoutMs: sql.placeholder('lockTimeoutMs'),
+    ttlMs: sql.placeholder('ttlMs'),
+    response: sql.placeholder('response'),
+    batchSize: sql.placeholder('batchSize'),
+  }
+
+  /*
+   * The claim, in one statement. A record's life (times from the server's now()):
+   *
+   *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
+   *                        │    │                                                  ▲
+   *                        │    └──release(token)──▶ (absent)                       │
+   *                        └──locked_until passes, same fingerprint──▶ claim = takeover
+   *
+   * INSERT … ON CONFLICT DO UPDATE … WHERE decides atomically under the row lock:
+   * - no row: the INSERT writes a fresh in_progress record (claimed).
+   * - expires_at passed: the record no longer counts, so it is overwritten (claimed, not a
+   *   takeover: `prior` below reads it as expired).
+   * - in_progress, lease over, same fingerprint: its executor died; take it over with a new
+   *   token, which fences the old executor's late complete/release off.
+   * - anything else (completed, valid lease, expired lease with another payload): the WHERE
+   *   is false, nothing changes, `claimed` is empty, and the outer SELECT returns the row so
+   *   the engine can replay, answer 409 or 422 without a second round trip.
+   * `prior` reads the statement's snapshot, which still holds the row as it was before this
+   * statement, so it tells a takeover from a claim of an absent or expired key.
+   *
+   * READ COMMITTED corners, when another claim commits while this statement runs:
+   * - it changed the row after this statement's snapshot (took it over, completed it): a plain
+   *   SELECT would return the snapshot's stale version. `for share` makes Postgres fetch the
+   *   row's latest version instead (the ON CONFLICT branch already holds its lock, so this
+   *   never waits), so every refused claimer sees the winner's record.
+   * - it inserted the row after the snapshot: ON CONFLICT sees it, the SELECT cannot, and the
+   *   statement returns no row; claim() runs it again (see below).
+   */
+  const claimed = db.$with('claimed', {}).as(sql`
+    insert into ${table} as t
+      (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
+    values (${p.scope}, ${p.key}, ${p.fingerprint}, 'in_progress', null, ${p.leaseToken},
+      ${millisecondsFrom(p.lockTimeoutMs)}, ${millisecondsFrom(p.ttlMs)})
+    on conflict (scope, key) do update set
+      fingerprint = excluded.fingerprint, status = excluded.status, response = null,
+      lease_token = excluded.lease_token, locked_until = excluded.locked_until,
+      expires_at = excluded.expires_at
+    where t.expires_at <= now()
+      or (t.status = 'in_progress' and t.locked_until <= now() and t.fingerprint = excluded.fingerprint)
+    returning t.scope, t.key, t.fingerprint, t.status, t.response, t.lease_token,
+      t.locked_until, t.expires_at,
+      exists (select 1 from ${table} as prior
+        where prior.scope = ${p.scope} and prior.key = ${p.key} and prior.expires_at > now()
+      ) as takeover`)
+  const claimStatement = db
+    .with(claimed)
+    .select({
+      claimed: sql<boolean>`r.claimed`.mapWith(asBoolean),
+      takeover: sql<boolean>`r.takeover`.mapWith(asBoolean),
+      ...recordFields(sql`r.`),
+      now: epochMs(sql`now()`),
+    })
+    .from(sql`(
+      select true as claimed, takeover, scope, key, fingerprint, status, response, lease_token,
+        locked_until, expires_at
+      from claimed
+      union all
+      select false, false, scope, key, fingerprint, status, response, lease_token,
+        locked_until, expires_at
+      from (
+        select * from ${table}
+        where scope = ${p.scope} and key = ${p.key} and not exists (select 1 from claimed)
+        for share
+      ) as standing
+    ) as r`)
+    .prepare(statementName('claim'))
+
+  const current = and(
+    eq(table.scope, p.scope),
+    eq(table.key, p.key),
+    sql`${table.status} = 'in_progress'`,
+    eq(table.leaseToken, p.leaseToken),
+  )
+  const completeStatement = db
+    .update(table)
+    .set({
+      status: sql`'completed'`,
+      response: sql`${p.response}`,
+      expiresAt: millisecondsFrom(p.ttlMs),
+    })
+    .where(current)
+    .returning({ key: table.key })
+    .prepare(statementName('complete'))
+
+  const releaseStatement = db
+    .delete(table)
+    .where(current)
+    .returning({ key: table.key })
+    .prepare(statementName('release'))
+
+  const getStatement = db
+    .select(recordFields(sql`${table}.`))
+    .from(table)
+    .where(and(eq(table.scope, p.scope), eq(table.key, p.key)))
+    .prepare(statementName('get'))
+
+  // Locks the batch with SKIP LOCKED so a sweep never waits on (or blocks) a claim of the same
+  // row, and re-checks expiry in the DELETE itself.
+  const swept = db.$with('swept', {}).as(sql`
+    delete from ${table}
+    where (scope, key) in (
+      select scope, key from ${table}
+      where expires_at <= now()
+      limit ${p.batchSize}
+      for update skip locked
+    ) and expires_at <= now()
+    returning 1`)
+  const sweepStatement = db
+    .with(swept)
+    .select({ deleted: sql<number>`count(*)::int`.mapWith(Number) })
+    .from(sql`swept`)
+    .prepare(statementName('sweep'))
+
+  return {
+    table,
+
+    async ensureTable() {
+      for (const statement of createTableStatements(table)) {
+        try {
+          await db.execute(sql.raw(statement))
+        } catch (error) {
+          // Two processes creating the same table or schema at once: one of them loses the
+          // race on the catalog, and the object exists either way.
+          if (!['23505', '42P07', '42P06', '42710'].includes(postgresErrorCode(error) ?? '')) {
+            throw error
+          }
+        }
+      }
+    },
+
+    async claim(input: ClaimInput): Promise<ClaimResult> {
+      const values = {
+        scope: input.scope,
+        key: input.key,
+        fingerprint: input.fingerprint,
+        leaseToken: input.leaseToken,
+        lockTimeoutMs: input.lockTimeoutMs,
+        ttlMs: input.ttlMs,
+      }
+      for (let attempt = 1; attempt <= maxClaimAttempts; attempt++) {
+        const [row] = await claimStatement.execute(values)
+        // No row at all: a concurrent claimer inserted the record after this statement's
+        // snapshot was taken. ON CONFLICT saw it (and left it alone), but the outer SELECT,
+        // reading the older snapshot, did not. Running again reads a snapshot that has it.
+        if (row === undefined) continue
+        const { claimed: won, takeover, now, ...record } = row
+        return won
+          ? { claimed: true, takeover, record: toRecord(record) }
+          : { claimed: false, record: toRecord(record), now }
+      }
+      throw new Error(
+        `idempotent-mutations: the claim of a key read no record ${maxClaimAttempts} times in a row (constant concurrent release and claim of one key)`,
+      )
+    },
+
+    async complete(input: CompleteInput): Promise<boolean> {
+      const rows = await completeStatement.execute({
+        scope: input.scope,
+        key: input.key,
+        leaseToken: input.leaseToken,
+        response: input.response,
+        ttlMs: input.ttlMs,
+      })
+      return rows.length > 0
+    },
+
+    async release(input: ReleaseInput): Promise<boolean> {
+      const rows = await releaseStatement.execute({
+        scope: input.scope,
+        key: input.key,
+        leaseToken: input.leaseToken,
+      })
+      return rows.length > 0
+    },
+
+    async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+      const [row] = await getStatement.execute({ scope, key })
+      return row && toRecord(row)
+    },
+
+    async sweep(sweepOptions: SweepOptions = {}): Promise<number> {
+      const batchSize = sweepOptions.batchSize ?? 1000
+      const limit = sweepOptions.limit ?? Number.POSITIVE_INFINITY
+      if (!Number.isInteger(batchSize) || batchSize < 1) {
+        throw new TypeError(
+          `idempotent-mutations: sweep's batchSize must be a positive integer (got ${batchSize})`,
+        )
+      }
+      if (!(Number.isInteger(limit) || limit === Number.POSITIVE_INFINITY) || limit < 0) {
+        throw new TypeError(
+          `idempotent-mutations: sweep's limit must be a non-negative integer or Infinity (got ${limit})`,
+        )
+      }
+      let deleted = 0
+      while (deleted < limit) {
+        const size = Math.min(batchSize, limit - deleted)
+        const [row] = await sweepStatement.execute({ batchSize: size })
+        const count = row?.deleted ?? 0
+        deleted += count
+        // A short batch means nothing expired is left (or the rest is locked by claims).
+        if (count < size) break
+      }
+      return deleted
+    },
+  }
+}
+
+/** The record's columns as selected from `prefix` (a table or the claim's `r`). */
+function recordFields(prefix: SQL) {
+  return {
+    scope: sql<string>`${prefix}scope`,
+    key: sql<string>`${prefix}key`,
+    fingerprint: sql<string>`${prefix}fingerprint`,
+    status: sql<RecordStatus>`${prefix}status`,
+    response: sql<string | null>`${prefix}response`,
+    leaseToken: sql<string>`${prefix}lease_token`,
+    lockedUntil: epochMs(sql`${prefix}locked_until`),
+    expiresAt: epochMs(sql`${prefix}expires_at`),
+  }
+}
+
+function toRecord(row: IdempotencyRecord): IdempotencyRecord {
+  return {
+    scope: row.scope,
+    key: row.key,
+    fingerprint: row.fingerprint,
+    status: row.status,
+    response: row.response,
+    leaseToken: row.leaseToken,
+    lockedUntil: row.lockedUntil,
+    expiresAt: row.expiresAt,
+  }
+}
+
+/** The SQLSTATE of a driver error, wherever drizzle or the driver put it. */
+function postgresErrorCode(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}

@@ -1,0 +1,115 @@
+import { randomUUID } from 'node:crypto'
+import { sql } from 'drizzle-orm'
+import { getTableConfig } from 'drizzle-orm/pg-core'
+import { describe, expect, it } from 'vitest'
+import { createIdempotency } from '../../src'
+import type { DrizzlePgDatabase, DrizzleStore } from '../../src/stores/drizzle'
+import type { statementCounter } from './drizzle-fixtures'
+
+export interface DrizzleBehaviourOptions {
+  name: string
+  /** A store over a new table, reached through a database whose statements `counter` counts. */
+  createCountedStore(): Promise<DrizzleStore>
+  counter: ReturnType<typeof statementCounter>
+  /** A database for inspecting tables (catalog queries, aging records). */
+  db(): DrizzlePgDatabase
+}
+
+type Row = Record<string, unknown>
+const rowsOf = (result: unknown): Row[] =>
+  Array.isArray(result) ? result : ((result as { rows: Row[] }).rows ?? [])
+
+/** What the Drizzle store adds to the conformance suite: statement counts and its table. */
+export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void {
+  const { counter } = options
+  const query = async (statement: ReturnType<typeof sql>) =>
+    rowsOf(await options.db().execute(statement))
+
+  describe(`drizzle store: ${options.name}`, () => {
+    it('a first execution costs two statements (claim, complete) and a replay one', async () => {
+      const store = await options.createCountedStore()
+      const idempotency = createIdempotency({ store })
+      const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
+      const first = await counter.count(() => idempotency.execute(request, () => ({ id: 1 })))
+      const replay = await counter.count(() => idempotency.execute(request, () => ({ id: 2 })))
+      expect({ first, replay }).toEqual({ first: 2, replay: 1 })
+    })
+
+    it('a failed execution costs two statements (claim, release)', async () => {
+      const store = await options.createCountedStore()
+      const idempotency = createIdempotency({ store })
+      const request = { key: randomUUID(), operation: 'orders.create' }
+      const statements = await counter.count(() =>
+        idempotency
+          .execute(request, () => {
+            throw new Error('boom')
+          })
+          .catch(() => undefined),
+      )
+      expect(statements).toBe(2)
+    })
+
+    it('sweep deletes expired records with one statement per batch', async () => {
+      const store = await options.createCountedStore()
+      const { name, schema } = getTableConfig(store.table)
+      for (let i = 0; i < 5; i++) {
+        const claim = {
+          scope: 's',
+          key: `expired-${i}`,
+          fingerprint: 'f',
+          leaseToken: `t${i}`,
+          lockTimeoutMs: 60_000,
+          ttlMs: 60_000,
+        }
+        await store.claim(claim)
+        await store.complete({ ...claim, response: 'r', ttlMs: 60_000 })
+      }
+      await store.claim({
+        scope: 's',
+        key: 'live',
+        fingerprint: 'f',
+        leaseToken: 'live',
+        lockTimeoutMs: 60_000,
+        ttlMs: 60_000,
+      })
+      // Age the records on the server instead of waiting for them to expire.
+      await query(
+        sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key like 'expired-%'`,
+      )
+      let deleted = 0
+      const statements = await counter.count(async () => {
+        deleted = await store.sweep({ batchSize: 2 })
+      })
+      expect(deleted).toBe(5)
+      // Batches of 2, 2 and 1: the short third batch shows nothing expired is left.
+      expect(statements).toBe(3)
+      expect(await store.get('s', 'live')).toMatchObject({ status: 'in_progress' })
+    })
+
+    it('ensureTable creates the columns, primary key and index the drizzle table defines, and can run again', async () => {
+      const store = await options.createCountedStore()
+      await Promise.all([store.ensureTable(), store.ensureTable(), store.ensureTable()])
+      const { name, schema, columns } = getTableConfig(store.table)
+      const actual = await query(sql`
+        select column_name, data_type, is_nullable from information_schema.columns
+        where table_schema = ${schema} and table_name = ${name} order by column_name`)
+      const expected = columns
+        .map((column) => ({
+          column_name: column.name,
+          data_type: column.getSQLType(),
+          is_nullable: column.notNull ? 'NO' : 'YES',
+        }))
+        .sort((a, b) => a.column_name.localeCompare(b.column_name))
+      expect(actual).toEqual(expected)
+      const indexes = await query(sql`
+        select indexname, indexdef from pg_indexes
+        where schemaname = ${schema} and tablename = ${name} order by indexname`)
+      expect(indexes.map((index) => index.indexname)).toEqual([
+        `${name}_expires_at_idx`,
+        `${name}_pkey`,
+      ])
+      expect(String(indexes[0]!.indexdef)).toContain('(expires_at)')
+      expect(String(indexes[1]!.indexdef)).toMatch(/UNIQUE.*\(scope, key\)/)
+    })
+  })
+}
