@@ -7,6 +7,7 @@ export default defineConfig({
     'src/stores/redis/index': 'src/stores/redis/index.ts',
     'adapters/trpc/index': 'adapters/trpc/index.ts',
     'adapters/envelop/index': 'adapters/envelop/index.ts',
+    'adapters/client/index': 'adapters/client/index.ts',
   },
   format: ['esm'],
   target: 'node20',
