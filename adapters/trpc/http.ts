@@ -1,0 +1,40 @@
+import { readKeyHeader } from '../../src'
+
+/**
+ * The parts of a tRPC context this adapter looks at, as the HTTP adapters hand them to
+ * `createContext`: the fetch adapter gives `req` (a `Request`) and `resHeaders` (`Headers`); the
+ * Node adapters (standalone, Express, Next pages) give `req` (an `IncomingMessage`) and `res`.
+ * `createCaller` has none of them, and that is fine: the header is then simply absent.
+ */
+interface HttpContext {
+  req?: { headers?: unknown }
+  resHeaders?: { set(name: string, value: string): void }
+  res?: { setHeader(name: string, value: string): unknown; headersSent?: boolean }
+}
+
+function asHttpContext(ctx: unknown): HttpContext | undefined {
+  return ctx !== null && typeof ctx === 'object' ? (ctx as HttpContext) : undefined
+}
+
+/** The request object of this call, shared by every call of one HTTP batch. */
+export function requestOf(ctx: unknown): object | undefined {
+  const req = asHttpContext(ctx)?.req
+  return req !== null && typeof req === 'object' ? req : undefined
+}
+
+/** The `Idempotency-Key` header of the request behind `ctx`, validated, if there is one. */
+export function headerKeyOf(ctx: unknown): string | undefined {
+  return readKeyHeader(asHttpContext(ctx)?.req?.headers)
+}
+
+/**
+ * Sets a response header when the context can carry one. Streamed responses
+ * (`httpBatchStreamLink`) have sent their headers before any call finishes: then nothing is set
+ * (a Node `res` would throw ERR_HTTP_HEADERS_SENT, and a fetch `Response` already copied them).
+ */
+export function setResponseHeader(ctx: unknown, name: string, value: string): void {
+  const http = asHttpContext(ctx)
+  if (typeof http?.resHeaders?.set === 'function') http.resHeaders.set(name, value)
+  const res = http?.res
+  if (typeof res?.setHeader === 'function' && !res.headersSent) res.setHeader(name, value)
+}

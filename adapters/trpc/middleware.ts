@@ -1,0 +1,248 @@
+import type { TRPCError, TRPCProcedureType } from '@trpc/server'
+import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
+import {
+  agreeOnKey,
+  type Duration,
+  defaultKeyField,
+  type Idempotency,
+  isIdempotencyError,
+  type OperationRequest,
+  splitInputKey,
+} from '../../src'
+import {
+  defaultTRPCStoreErrors,
+  recordError,
+  replayError,
+  type TRPCRootLike,
+  toTRPCError,
+} from './errors'
+import { headerKeyOf, requestOf, setResponseHeader } from './http'
+import { replayedResult } from './result'
+
+/** Per-procedure settings, given with `.meta({ idempotency: { ... } })`. */
+export interface IdempotencyProcedureOptions {
+  /** Reject calls without a key with 400 `KEY_REQUIRED`. @default the middleware's `required` */
+  required?: boolean
+  /** How long this procedure's completed records are replayed. @default the engine's `ttl` ('24h') */
+  ttl?: Duration
+  /** How long an execution holds its lease. @default the engine's `lockTimeout` ('60s') */
+  lockTimeout?: Duration
+}
+
+/** The meta type that carries {@link IdempotencyProcedureOptions}: `initTRPC.meta<IdempotencyMeta>()`. */
+export interface IdempotencyMeta {
+  /** This procedure's idempotency settings. @default undefined (the middleware's and engine's) */
+  idempotency?: IdempotencyProcedureOptions
+}
+
+/** What `scope` and `getKey` are told about the call. */
+export interface IdempotencyCallInfo<TContext> {
+  ctx: TContext
+  /** The procedure path, such as `orders.create`. */
+  path: string
+  /** The input as the client sent it, before validators and defaults (key field included). */
+  input: unknown
+}
+
+export interface IdempotencyMiddlewareOptions<TContext = object> {
+  /** The engine: `createIdempotency({ store, ... })`. */
+  idempotency: Idempotency
+  /**
+   * Who is asking (a tenant or user id). Records of different scopes never meet; the procedure
+   * path is always added as the operation. May be async. If it throws, the call fails: it never
+   * falls back to a shared scope. Called only for calls that carry a key.
+   * @default () => '' (one scope for every caller)
+   */
+  scope?: (
+    info: IdempotencyCallInfo<TContext>,
+  ) => string | number | null | undefined | Promise<string | number | null | undefined>
+  /**
+   * Finds the key yourself; replaces both the `Idempotency-Key` header and the input field.
+   * Return `undefined` or `null` for "no key". May be async.
+   * @default undefined (header and input field)
+   */
+  getKey?: (
+    info: IdempotencyCallInfo<TContext>,
+  ) => string | null | undefined | Promise<string | null | undefined>
+  /**
+   * The input field that carries a per-call key. It is not part of the fingerprint.
+   * @default 'idempotencyKey'
+   */
+  keyField?: string
+  /**
+   * Reject mutations without a key with 400 `KEY_REQUIRED`; a procedure's
+   * `meta.idempotency.required` overrides it.
+   * @default undefined (the engine's `required`, itself false by default)
+   */
+  required?: boolean
+  /**
+   * Which failures are recorded and replayed (true) instead of releasing the key. Called with the
+   * `TRPCError` the procedure failed with (a plain throw arrives as INTERNAL_SERVER_ERROR with
+   * the original in `cause`).
+   * @default defaultTRPCStoreErrors (4xx codes except 408, 409, 429 and 499)
+   */
+  storeErrors?: (error: TRPCError) => boolean
+  /**
+   * Your tRPC root, `t` from `initTRPC...create()`. With it, a recorded error keeps the exact
+   * shape your `errorFormatter` gave it, and the first caller and every retry get that same
+   * shape, even when the formatter reads what a record cannot keep (`error.cause instanceof
+   * ZodError`). Without it, a replayed error keeps its code, message and a JSON copy of its
+   * cause, and your `errorFormatter` formats it again.
+   * @default undefined
+   */
+  root?: TRPCRootLike
+}
+
+/**
+ * The middleware `createIdempotencyMiddleware` returns. It is written out, rather than taken
+ * from tRPC's generic middleware type, so that `TContext` is inferred from the procedure it is
+ * used on (`scope: ({ ctx }) => ctx.user.id` type-checks), and it adds nothing to the context.
+ */
+export type IdempotencyMiddleware<TContext = object> = (opts: {
+  ctx: TContext
+  type: TRPCProcedureType
+  path: string
+  input: unknown
+  getRawInput: () => Promise<unknown>
+  meta: IdempotencyMeta | undefined
+  signal: AbortSignal | undefined
+  batchIndex: number
+  next: () => Promise<MiddlewareResult<object>>
+}) => Promise<MiddlewareResult<object>>
+
+/**
+ * Calls of one procedure under one key inside one HTTP batch are one operation (SPEC): the
+ * later ones wait for the earlier one here and then replay it, instead of racing it into a 409.
+ * Keyed by the request object, so separate requests never wait on each other.
+ */
+const batchCalls = new WeakMap<object, Map<string, Promise<unknown>>>()
+
+async function inBatchOrder<T>(
+  request: object | undefined,
+  id: string,
+  run: () => Promise<T>,
+): Promise<T> {
+  if (request === undefined) return run()
+  let calls = batchCalls.get(request)
+  if (calls === undefined) {
+    calls = new Map()
+    batchCalls.set(request, calls)
+  }
+  const before = calls.get(id)
+  const mine = (async () => {
+    // Only the earlier call's end matters, not how it ended: the engine reads its record.
+    if (before !== undefined) await before.catch(() => undefined)
+    return run()
+  })()
+  calls.set(id, mine)
+  try {
+    return await mine
+  } finally {
+    if (calls.get(id) === mine) calls.delete(id)
+  }
+}
+
+function withoutField(input: unknown, field: string): unknown {
+  if (input === null || typeof input !== 'object' || Array.isArray(input) || !(field in input)) {
+    return input
+  }
+  const { [field]: _key, ...rest } = input as Record<string, unknown>
+  return rest
+}
+
+/** Runs `fn`, turning the engine's errors into the `TRPCError`s a client gets. */
+async function translated<T>(ctx: unknown, fn: () => T | Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (error) {
+    if (!isIdempotencyError(error)) throw error
+    if (error.retryAfter !== undefined) {
+      setResponseHeader(ctx, 'Retry-After', String(error.retryAfter))
+    }
+    throw toTRPCError(error)
+  }
+}
+
+/**
+ * Makes tRPC mutations retry-safe: `t.procedure.use(createIdempotencyMiddleware({ idempotency }))`.
+ * Queries and subscriptions pass through untouched. A mutation with a key runs once per
+ * (scope, procedure path, key); every retry gets the recorded result or error, with
+ * `Idempotent-Replay: true`.
+ */
+export function createIdempotencyMiddleware<TContext = object>(
+  options: IdempotencyMiddlewareOptions<TContext>,
+): IdempotencyMiddleware<TContext> {
+  const { idempotency, root } = options
+  if (!idempotency || typeof idempotency.begin !== 'function') {
+    throw new TypeError(
+      'idempotent-mutations: createIdempotencyMiddleware needs `idempotency` (from createIdempotency)',
+    )
+  }
+  const keyField = options.keyField ?? defaultKeyField
+  const storeErrors = options.storeErrors ?? defaultTRPCStoreErrors
+
+  return async function idempotencyMiddleware(opts) {
+    if (opts.type !== 'mutation') return opts.next()
+    const { ctx, path, meta, next } = opts
+    const input = await opts.getRawInput()
+    const info = { ctx, path, input }
+
+    const { key, payload } = await translated(ctx, async () => {
+      if (options.getKey) {
+        const found = await options.getKey(info)
+        return { key: found ?? undefined, payload: withoutField(input, keyField) }
+      }
+      const fromInput = splitInputKey(input, keyField)
+      return { key: agreeOnKey(headerKeyOf(ctx), fromInput.key), payload: fromInput.payload }
+    })
+    // Only keyed calls need a scope; a scope that throws fails the call (no shared fallback).
+    const scope = key === undefined || !options.scope ? undefined : await options.scope(info)
+    const settings = meta?.idempotency
+    const request: OperationRequest = {
+      key,
+      operation: path,
+      scope: scope === undefined || scope === null ? '' : String(scope),
+      payload,
+      required: settings?.required ?? options.required,
+      ttl: settings?.ttl,
+      lockTimeout: settings?.lockTimeout,
+    }
+
+    const run = async (): Promise<MiddlewareResult<object>> => {
+      const attempt = await translated(ctx, () => idempotency.begin(request))
+      if (attempt.kind === 'bypass') return next()
+      if (attempt.kind === 'replay') {
+        setResponseHeader(ctx, 'Idempotent-Replay', 'true')
+        const { outcome } = attempt
+        if (outcome.ok) return replayedResult(outcome.value)
+        throw replayError(outcome.error)
+      }
+      const { lease } = attempt
+      // Whatever happens below, the lease is settled exactly once: completed with the result,
+      // completed with a deterministic error, or released so a retry can run again.
+      let settled = false
+      try {
+        const result = await next()
+        if (result.ok) {
+          settled = true
+          await lease.complete(result.data)
+        } else if (storeErrors(result.error)) {
+          const recorded = recordError(result.error, { root, path, input, ctx })
+          settled = true
+          await lease.completeWithError(recorded)
+        } else {
+          settled = true
+          await lease.release()
+        }
+        return result
+      } finally {
+        // tRPC turns throws into `{ ok: false }`, but a throwing `storeErrors` or error
+        // formatter must not leave the key in progress until its lease ends.
+        if (!settled) await lease.release()
+      }
+    }
+
+    if (key === undefined) return run()
+    return inBatchOrder(requestOf(ctx), JSON.stringify([request.scope, path, key]), run)
+  }
+}

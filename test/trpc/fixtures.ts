@@ -1,0 +1,252 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import {
+  createTRPCClient,
+  httpBatchLink,
+  httpBatchStreamLink,
+  httpLink,
+  TRPCClientError,
+} from '@trpc/client'
+import { initTRPC, TRPCError } from '@trpc/server'
+import { fetchRequestHandler } from '@trpc/server/adapters/fetch'
+import { createHTTPServer } from '@trpc/server/adapters/standalone'
+import superjson from 'superjson'
+import { vi } from 'vitest'
+import { ZodError, z } from 'zod'
+import {
+  createIdempotencyMiddleware,
+  getIdempotencyError,
+  type IdempotencyMeta,
+  type IdempotencyMiddlewareOptions,
+} from '../../adapters/trpc'
+import {
+  createIdempotency,
+  createMemoryStore,
+  type IdempotencyOptions,
+  type IdempotencyStore,
+} from '../../src'
+
+/** What both HTTP adapters put in the context (the fetch one, or the Node standalone one). */
+export interface Context {
+  req?: Request | IncomingMessage
+  resHeaders?: Headers
+  res?: ServerResponse
+  /** The caller, from the `x-user` request header: the scope. */
+  user?: string
+}
+
+export interface Deferred<T = void> {
+  promise: Promise<T>
+  resolve(value: T): void
+}
+
+export function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void
+  const promise = new Promise<T>((r) => {
+    resolve = r
+  })
+  return { promise, resolve }
+}
+
+export interface AppOptions {
+  /** Use superjson as the tRPC transformer. @default false */
+  superjson?: boolean
+  store?: IdempotencyStore
+  engine?: Partial<IdempotencyOptions>
+  /** Middleware options on top of the fixture's (scope from `ctx.user`, `root: t`). */
+  middleware?: Partial<IdempotencyMiddlewareOptions<Context>>
+}
+
+/**
+ * A router whose resolvers are spies. Its errorFormatter adds what clients read: the engine's
+ * SPEC code (`data.idempotency`), a zod flattening that only works on a real ZodError cause,
+ * and the cause's name.
+ */
+export function createApp(options: AppOptions = {}) {
+  const t = initTRPC
+    .context<Context>()
+    .meta<IdempotencyMeta>()
+    .create({
+      ...(options.superjson ? { transformer: superjson } : {}),
+      errorFormatter: ({ shape, error }) => ({
+        ...shape,
+        data: {
+          ...shape.data,
+          idempotency: getIdempotencyError(error)?.code ?? null,
+          zod: error.cause instanceof ZodError ? z.flattenError(error.cause) : null,
+          causeName: error.cause?.name ?? null,
+        },
+      }),
+    })
+  const store = options.store ?? createMemoryStore()
+  const idempotency = createIdempotency({ store, ...options.engine })
+  const idempotent = t.procedure.use(
+    createIdempotencyMiddleware({
+      idempotency,
+      scope: ({ ctx }) => ctx.user,
+      root: t,
+      ...options.middleware,
+    }),
+  )
+  const slowStarted = deferred()
+  const slowRelease = deferred()
+  const spies = {
+    create: vi.fn((input: { name: string }) => ({ id: `order-${input.name}`, name: input.name })),
+    list: vi.fn(() => ['a', 'b']),
+    rich: vi.fn(() => ({
+      at: new Date('2024-02-29T12:00:00.000Z'),
+      tags: new Map([['vip', 1n]]),
+      big: 2n ** 70n,
+      nothing: undefined,
+    })),
+    reject: vi.fn((name: string): never => {
+      throw new TRPCError({ code: 'BAD_REQUEST', message: `no orders for ${name}` })
+    }),
+    crash: vi.fn((): string => {
+      throw new Error('database exploded')
+    }),
+    // The first call blocks until the test releases it; later ones (a broken middleware letting
+    // a duplicate through) return at once, so such a failure shows as a failed assertion.
+    slow: vi.fn(async () => {
+      if (spies.slow.mock.calls.length === 1) {
+        slowStarted.resolve()
+        await slowRelease.promise
+      }
+      return 'done'
+    }),
+  }
+  const orderInput = z.object({ name: z.string().min(3), idempotencyKey: z.string().optional() })
+  const router = t.router({
+    order: t.router({
+      create: idempotent.input(orderInput).mutation(({ input }) => spies.create(input)),
+      archive: idempotent.input(orderInput).mutation(({ input }) => spies.create(input)),
+      list: idempotent.input(orderInput.optional()).query(() => spies.list()),
+      rich: idempotent.input(orderInput.optional()).mutation(() => spies.rich()),
+      reject: idempotent.input(orderInput).mutation(({ input }) => spies.reject(input.name)),
+      crash: idempotent.input(orderInput.optional()).mutation(() => spies.crash()),
+      slow: idempotent.input(orderInput.optional()).mutation(() => spies.slow()),
+      strict: idempotent
+        .meta({ idempotency: { required: true, ttl: '1h' } })
+        .input(orderInput.optional())
+        .mutation(() => spies.create({ name: 'strict' })),
+    }),
+  })
+  const superjsonOn = Boolean(options.superjson)
+  return { t, router, spies, store, idempotency, slowStarted, slowRelease, superjson: superjsonOn }
+}
+
+export type App = ReturnType<typeof createApp>
+export type AppRouter = App['router']
+
+/** What the client saw of one HTTP response. */
+export interface SeenResponse {
+  key: string | null
+  status: number
+  replay: string | null
+  retryAfter: string | null
+}
+
+export type Transport = 'fetch' | 'standalone'
+export type LinkKind = 'http' | 'batch' | 'batch-stream'
+
+/** Per-call client options: the key and the caller go out as request headers. */
+export interface CallContext {
+  key?: string
+  user?: string
+  [name: string]: unknown
+}
+
+function headersFor(context: CallContext | undefined): Record<string, string> {
+  const headers: Record<string, string> = {}
+  if (context?.key !== undefined) headers['idempotency-key'] = context.key
+  if (context?.user !== undefined) headers['x-user'] = context.user
+  return headers
+}
+
+/**
+ * Serves `app` through a real tRPC adapter (fetch in process, or the standalone Node server on
+ * a free port) and returns a real client whose fetch records each response's status and headers.
+ */
+export async function serve(app: App, transport: Transport, link: LinkKind = 'http') {
+  const responses: SeenResponse[] = []
+  let baseFetch: typeof fetch
+  let url: string
+  let close = async () => {}
+  if (transport === 'fetch') {
+    url = 'http://in-process/trpc'
+    baseFetch = async (input, init) =>
+      fetchRequestHandler({
+        endpoint: '/trpc',
+        req: new Request(input, init),
+        router: app.router,
+        createContext: ({ req, resHeaders }) => ({
+          req,
+          resHeaders,
+          user: req.headers.get('x-user') ?? undefined,
+        }),
+      })
+  } else {
+    const server = createHTTPServer({
+      router: app.router,
+      createContext: ({ req, res }) => ({
+        req,
+        res,
+        user: typeof req.headers['x-user'] === 'string' ? req.headers['x-user'] : undefined,
+      }),
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    baseFetch = fetch
+    close = () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections()
+        server.close((error) => (error ? reject(error) : resolve()))
+      })
+  }
+  const recordingFetch: typeof fetch = async (input, init) => {
+    const response = await baseFetch(input, init)
+    responses.push({
+      key: new Headers(init?.headers).get('idempotency-key'),
+      status: response.status,
+      replay: response.headers.get('idempotent-replay'),
+      retryAfter: response.headers.get('retry-after'),
+    })
+    return response
+  }
+  const linkOptions = {
+    url,
+    fetch: recordingFetch,
+    // The transformer option is typed per router; this fixture serves both kinds.
+    ...(app.superjson ? { transformer: superjson } : {}),
+  }
+  const makeLink =
+    link === 'http'
+      ? httpLink({
+          ...linkOptions,
+          headers: ({ op }: { op: { context: CallContext } }) => headersFor(op.context),
+        } as never)
+      : (link === 'batch' ? httpBatchLink : httpBatchStreamLink)({
+          ...linkOptions,
+          headers: ({ opList }: { opList: { context: CallContext }[] }) =>
+            headersFor(opList[0]?.context),
+        } as never)
+  const client = createTRPCClient<AppRouter>({ links: [makeLink] })
+  return { client, responses, url, close }
+}
+
+/** Settles a client call into what the tests compare: its value, or its error's shape. */
+export async function settle<T>(call: Promise<T>) {
+  try {
+    return { ok: true as const, value: await call }
+  } catch (error) {
+    if (!(error instanceof TRPCClientError)) throw error
+    const data = error.data as {
+      code: string
+      httpStatus: number
+      idempotency: string | null
+      zod: unknown
+      causeName: string | null
+    }
+    return { ok: false as const, message: error.message, data }
+  }
+}
