@@ -23,12 +23,26 @@ function canonicalReplacer(_key: string, value: unknown): unknown {
   if (value instanceof Map) return { $map: [...value.entries()] }
   if (value instanceof Set) return { $set: [...value.values()] }
   if (typeof value === 'bigint') return { $bigint: value.toString() }
+  if (isPlainObject(value) && Object.keys(value).some((key) => key.startsWith('$'))) {
+    // A plain object's own `$` keys get one more `$`, so `{ $map: [...] }` sent as data can
+    // never hash like a Map (whose tag keeps a single `$`).
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key.startsWith('$') ? `$${key}` : key, item]),
+    )
+  }
   return value
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object') return false
+  const prototype = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === null
 }
 
 /**
  * A SHA-256 of the payload's canonical JSON: object key order does not matter, values do.
- * Maps, Sets and BigInts are tagged so they cannot collide with look-alike plain values.
+ * Maps, Sets and BigInts are tagged, and plain keys escaped, so they cannot collide with
+ * look-alike plain values.
  */
 export function fingerprint(payload: unknown): string {
   const text = canonicalJson(payload === undefined ? null : payload, canonicalReplacer) ?? 'null'

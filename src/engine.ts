@@ -319,10 +319,22 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       settled = true
     }
 
+    async function completedUnderThisLease(): Promise<boolean> {
+      try {
+        const current = await store.get(target.scope, target.key)
+        return current?.status === 'completed' && current.leaseToken === target.leaseToken
+      } catch {
+        return false
+      }
+    }
+
     async function write(response: string | null): Promise<void> {
       for (let attempt = 0; ; attempt++) {
         try {
           const ok = await store.complete({ ...target, response, ttlMs: ttl })
+          // After a failed attempt, `false` may mean that attempt did commit and only its answer
+          // was lost: the record then stands completed under this lease, which is no loss.
+          if (!ok && attempt > 0 && (await completedUnderThisLease())) return
           if (!ok) {
             emit({ ...base, type: 'lost-lease' })
             logger.warn(

@@ -22,8 +22,9 @@ export function validateKey(key: unknown): string {
 
 /**
  * Reads the `Idempotency-Key` header value. Accepts the IETF form (a quoted structured-field
- * string, `"8e03…"`) and a bare token. Duplicated headers (an array with different values, or
- * a comma-joined list) are invalid: one request names one operation.
+ * string, `"8e03…"`) and a bare token. A repeated header (an array, or the `", "`-joined list
+ * Fetch and Node make of it) naming two different keys is invalid: one request names one
+ * operation; the same key repeated is that key.
  * Returns `undefined` when the header is absent.
  */
 export function parseKeyHeader(
@@ -38,6 +39,9 @@ export function parseKeyHeader(
     return [...distinct][0]
   }
   const trimmed = value.trim()
+  // A key has no spaces, so ", " can only be how Fetch Headers and Node join a repeated
+  // header: read it as the list it is (the same key twice is still one key).
+  if (/,\s/.test(trimmed)) return parseKeyHeader(trimmed.split(/,\s+/))
   if (trimmed.startsWith('"')) {
     let item: ReturnType<typeof parseItem>
     try {

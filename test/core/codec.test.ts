@@ -1,0 +1,78 @@
+import { describe, expect, it, vi } from 'vitest'
+import { defaultCodec, fingerprint } from '../../src'
+import { createHarness } from './fixtures'
+
+const rich = () => ({
+  at: new Date('2030-01-02T03:04:05.678Z'),
+  amount: 12345678901234567890n,
+  tags: new Set(['a', 'b']),
+  byId: new Map<unknown, unknown>([
+    [1, { nested: [new Date(0), undefined, null] }],
+    ['two', new Map([['deep', new Set([1n])]])],
+  ]),
+  missing: undefined,
+  list: [1, 'two', { three: [3] }],
+  pattern: /ab+c/gi,
+})
+
+describe('the default codec', () => {
+  it('round-trips Date, BigInt, Map, Set, undefined, RegExp and nested structures', () => {
+    const value = rich()
+    const decoded = defaultCodec.decode(defaultCodec.encode(value)) as ReturnType<typeof rich>
+    expect(decoded).toEqual(value)
+    expect(decoded.at).toBeInstanceOf(Date)
+    expect(typeof decoded.amount).toBe('bigint')
+    expect(decoded.byId.get('two')).toBeInstanceOf(Map)
+    expect('missing' in decoded).toBe(true)
+  })
+
+  it('round-trips a cyclic value', () => {
+    const value: { name: string; self?: unknown } = { name: 'loop' }
+    value.self = value
+    const decoded = defaultCodec.decode(defaultCodec.encode(value)) as typeof value
+    expect(decoded.self).toBe(decoded)
+  })
+
+  it('a replay hands the caller the same rich value the first caller got', async () => {
+    const { idempotency } = createHarness()
+    const request = { key: 'k', operation: 'orders.create' }
+    const first = await idempotency.execute(request, rich)
+    const again = vi.fn(rich)
+    const replay = await idempotency.execute(request, again)
+    expect(replay.replayed).toBe(true)
+    expect(again).not.toHaveBeenCalled()
+    expect(replay.value).toEqual(first.value)
+    expect(replay.value.byId.get(1)).toEqual({ nested: [new Date(0), undefined, null] })
+  })
+})
+
+describe('the payload fingerprint', () => {
+  it('ignores object key order, at every depth', () => {
+    expect(fingerprint({ a: 1, b: { c: [1, 2], d: 'x' } })).toBe(
+      fingerprint({ b: { d: 'x', c: [1, 2] }, a: 1 }),
+    )
+  })
+
+  it('is the same for no payload and null', () => {
+    expect(fingerprint(undefined)).toBe(fingerprint(null))
+  })
+
+  it.each([
+    ['a value', { amount: 1 }, { amount: 2 }],
+    ['a type', { amount: 1 }, { amount: '1' }],
+    ['array order', [1, 2], [2, 1]],
+    ['an extra field', { a: 1 }, { a: 1, b: null }],
+    ['a Map and an object with its entries', new Map([['a', 1]]), { a: 1 }],
+    ['a Map and an object that looks like its tag', new Map([['a', 1]]), { $map: [['a', 1]] }],
+    ['a Set and an array', new Set([1, 2]), [1, 2]],
+    ['a BigInt and a number', 10n, 10],
+    ['a BigInt and an object that looks like its tag', 10n, { $bigint: '10' }],
+    ['a BigInt and its string', 10n, '10'],
+  ])('changes with %s', (_, a, b) => {
+    expect(fingerprint(a)).not.toBe(fingerprint(b))
+  })
+
+  it('is a fixed-length opaque string', () => {
+    expect(fingerprint({ a: 'x'.repeat(10_000) })).toMatch(/^[A-Za-z0-9_-]{43}$/)
+  })
+})

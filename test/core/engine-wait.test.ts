@@ -1,0 +1,104 @@
+import { describe, expect, it, vi } from 'vitest'
+import { createHarness, deferred, watchClaims } from './fixtures'
+
+const operation = 'orders.create'
+
+/** An engine whose duplicates wait, with a signal for "a duplicate saw the key taken". */
+function waitingHarness(options: Parameters<typeof createHarness>[0] = {}) {
+  let watched!: ReturnType<typeof watchClaims>
+  const harness = createHarness({
+    concurrency: 'wait',
+    ...options,
+    store: (memory) => {
+      watched = watchClaims(memory)
+      return watched.store
+    },
+  })
+  return { ...harness, nextRefusal: () => watched.nextRefusal() }
+}
+
+describe("engine: concurrency 'wait'", () => {
+  it('a waiting duplicate replays the outcome once the first execution completes', async () => {
+    const { idempotency, nextRefusal } = waitingHarness()
+    const running = deferred<string>()
+    const handler = vi.fn(() => running.promise)
+    const first = idempotency.execute({ key: 'k', operation }, handler)
+    const refused = nextRefusal()
+    const duplicate = idempotency.execute({ key: 'k', operation }, handler)
+    await refused
+    running.resolve('outcome')
+    expect(await first).toEqual({ value: 'outcome', replayed: false })
+    expect(await duplicate).toEqual({ value: 'outcome', replayed: true })
+    expect(handler).toHaveBeenCalledTimes(1)
+  })
+
+  it('a waiting duplicate claims the key and runs itself when the first execution releases it', async () => {
+    const { idempotency, nextRefusal, takeEvents } = waitingHarness()
+    const failing = deferred<string>()
+    const first = idempotency.execute({ key: 'k', operation }, () => failing.promise)
+    const refused = nextRefusal()
+    const duplicate = idempotency.execute({ key: 'k', operation }, (context) =>
+      context.takeover ? 'took over' : 'ran after the release',
+    )
+    await refused
+    failing.reject(new Error('database timeout'))
+    await expect(first).rejects.toThrow('database timeout')
+    expect(await duplicate).toEqual({ value: 'ran after the release', replayed: false })
+    expect(takeEvents()).toEqual(['released', 'executed'])
+  })
+
+  it('a waiting duplicate takes over when the lease of the first execution expires', async () => {
+    const { idempotency, nextRefusal, clock, takeEvents } = waitingHarness({
+      lockTimeout: '30s',
+      waitTimeout: '60s',
+    })
+    const stuck = deferred()
+    void idempotency.execute({ key: 'k', operation }, () => stuck.promise)
+    const refused = nextRefusal()
+    const duplicate = idempotency.execute({ key: 'k', operation }, (context) => context.takeover)
+    await refused
+    clock.advance(30_001)
+    expect(await duplicate).toEqual({ value: true, replayed: false })
+    expect(takeEvents()).toEqual(['takeover', 'executed'])
+  })
+
+  it('gives up with 409 IN_PROGRESS once waitTimeout has passed', async () => {
+    const { idempotency, nextRefusal, clock, takeEvents } = waitingHarness({ waitTimeout: '5s' })
+    const stuck = deferred()
+    const handler = vi.fn(() => stuck.promise)
+    void idempotency.execute({ key: 'k', operation }, handler)
+    const refused = nextRefusal()
+    const duplicate = idempotency.execute({ key: 'k', operation }, handler)
+    await refused
+    clock.advance(5_001)
+    await expect(duplicate).rejects.toMatchObject({
+      code: 'IN_PROGRESS',
+      status: 409,
+      retryAfter: 1,
+    })
+    expect(takeEvents()).toEqual(['conflict'])
+    expect(handler).toHaveBeenCalledTimes(1)
+  })
+
+  it('per call: a duplicate may wait on an engine that rejects, with its own waitTimeout', async () => {
+    const harness = createHarness()
+    const running = deferred<string>()
+    const first = harness.idempotency.execute({ key: 'k', operation }, () => running.promise)
+    const waiting = harness.idempotency.execute(
+      { key: 'k', operation, concurrency: 'wait', waitTimeout: '10s' },
+      () => 'never',
+    )
+    running.resolve('outcome')
+    await first
+    expect(await waiting).toEqual({ value: 'outcome', replayed: true })
+  })
+
+  it('a waiting duplicate with another payload is rejected at once as a reused key', async () => {
+    const { idempotency } = waitingHarness()
+    const stuck = deferred()
+    void idempotency.execute({ key: 'k', operation, payload: 1 }, () => stuck.promise)
+    await expect(
+      idempotency.execute({ key: 'k', operation, payload: 2 }, () => 'other'),
+    ).rejects.toMatchObject({ code: 'KEY_REUSED' })
+  })
+})
