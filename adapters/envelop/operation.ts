@@ -1,0 +1,151 @@
+import {
+  type DocumentNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  GraphQLIncludeDirective,
+  GraphQLSkipDirective,
+  getDirectiveValues,
+  Kind,
+  type OperationDefinitionNode,
+  print,
+  type SelectionNode,
+  type SelectionSetNode,
+  valueFromASTUntyped,
+} from 'graphql'
+import { validateKey } from '../../src'
+
+type Variables = Readonly<Record<string, unknown>>
+
+/** What the plugin needs to know about the selected mutation operation. */
+export interface MutationAnalysis {
+  /** The root fields that run (after `@skip`/`@include`), through fragments, in order. */
+  rootFields: FieldNode[]
+  /** Sorted, distinct root field names: the engine's `operation`. */
+  fieldNames: string[]
+  /** The fragments the operation uses, directly or through other fragments. */
+  fragments: FragmentDefinitionNode[]
+  /** Whether the operation asks for incremental delivery (`@defer` or `@stream`). */
+  incremental: boolean
+}
+
+const incrementalDirectives = new Set(['defer', 'stream'])
+
+export function analyzeMutation(
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  variables: Variables,
+): MutationAnalysis {
+  const fragmentsByName = new Map<string, FragmentDefinitionNode>()
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) {
+      fragmentsByName.set(definition.name.value, definition)
+    }
+  }
+
+  // All fragments the operation reaches, and whether any selection asks for @defer/@stream.
+  const used = new Map<string, FragmentDefinitionNode>()
+  let incremental = false
+  const walk = (selectionSet: SelectionSetNode): void => {
+    for (const selection of selectionSet.selections) {
+      if (selection.directives?.some((d) => incrementalDirectives.has(d.name.value))) {
+        incremental = true
+      }
+      if (selection.kind === Kind.FRAGMENT_SPREAD) {
+        const name = selection.name.value
+        const fragment = fragmentsByName.get(name)
+        if (fragment && !used.has(name)) {
+          used.set(name, fragment)
+          walk(fragment.selectionSet)
+        }
+      } else if (selection.selectionSet) {
+        walk(selection.selectionSet)
+      }
+    }
+  }
+  walk(operation.selectionSet)
+
+  // Root fields the executor will run: the same walk as graphql-js' collectFields, limited to
+  // the root level (mutation root fields run serially, so each one is an effect).
+  const rootFields: FieldNode[] = []
+  const visited = new Set<string>()
+  const collect = (selectionSet: SelectionSetNode): void => {
+    for (const selection of selectionSet.selections) {
+      if (!isIncluded(selection, variables)) continue
+      if (selection.kind === Kind.FIELD) rootFields.push(selection)
+      else if (selection.kind === Kind.INLINE_FRAGMENT) collect(selection.selectionSet)
+      else {
+        const name = selection.name.value
+        const fragment = fragmentsByName.get(name)
+        if (fragment && !visited.has(name)) {
+          visited.add(name)
+          collect(fragment.selectionSet)
+        }
+      }
+    }
+  }
+  collect(operation.selectionSet)
+
+  const fieldNames = [...new Set(rootFields.map((field) => field.name.value))].sort()
+  const fragments = [...used.values()].sort((a, b) => (a.name.value < b.name.value ? -1 : 1))
+  return { rootFields, fieldNames, fragments, incremental }
+}
+
+function isIncluded(selection: SelectionNode, variables: Variables): boolean {
+  try {
+    if (getDirectiveValues(GraphQLSkipDirective, selection, variables)?.if === true) return false
+    if (getDirectiveValues(GraphQLIncludeDirective, selection, variables)?.if === false) {
+      return false
+    }
+  } catch {
+    // Bad `if:` values fail in the executor with a proper error; counting the field is the
+    // conservative choice here (it can only make the key required, never drop it).
+  }
+  return true
+}
+
+/**
+ * The payload whose fingerprint guards a key: the selected operation and the fragments it
+ * uses, parsed and printed (so whitespace, comments and unrelated operations in the document
+ * do not count), its name, and the variables it declares.
+ */
+export function fingerprintPayload(
+  operation: OperationDefinitionNode,
+  analysis: MutationAnalysis,
+  variables: Variables,
+): unknown {
+  const document = print({ kind: Kind.DOCUMENT, definitions: [operation, ...analysis.fragments] })
+  const declared: Record<string, unknown> = {}
+  for (const definition of operation.variableDefinitions ?? []) {
+    const name = definition.variable.name.value
+    if (variables[name] !== undefined) declared[name] = variables[name]
+  }
+  return { operationName: operation.name?.value ?? null, document, variables: declared }
+}
+
+/**
+ * Keys sent as a root-field argument named `keyField`, or as a field of the root field's
+ * `input` object argument; literal or through variables. Each key is validated.
+ */
+export function argumentKeys(
+  rootFields: readonly FieldNode[],
+  keyField: string,
+  variables: Variables,
+): string[] {
+  const keys: string[] = []
+  const add = (value: unknown) => {
+    if (value !== undefined && value !== null) keys.push(validateKey(value))
+  }
+  for (const field of rootFields) {
+    for (const argument of field.arguments ?? []) {
+      if (argument.name.value === keyField) {
+        add(valueFromASTUntyped(argument.value, variables))
+      } else if (argument.name.value === 'input') {
+        const input: unknown = valueFromASTUntyped(argument.value, variables)
+        if (input !== null && typeof input === 'object' && !Array.isArray(input)) {
+          add((input as Record<string, unknown>)[keyField])
+        }
+      }
+    }
+  }
+  return keys
+}

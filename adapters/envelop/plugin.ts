@@ -1,0 +1,430 @@
+import type { OnExecuteEventPayload, OnExecuteHookResult, Plugin } from '@envelop/core'
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  GraphQLError,
+  getOperationAST,
+  type OperationDefinitionNode,
+} from 'graphql'
+import {
+  defaultKeyField,
+  defaultLogger,
+  type Idempotency,
+  isIdempotencyError,
+  KeyInvalidError,
+  type Lease,
+  type Logger,
+  readKeyHeader,
+  validateKey,
+} from '../../src'
+import { analyzeMutation, argumentKeys, fingerprintPayload } from './operation'
+import {
+  errorResult,
+  isOriginalGraphQLError,
+  isRecordedResult,
+  recordResult,
+  replayResult,
+  toGraphQLError,
+} from './result'
+import { combinePolicies, fieldPolicies } from './schema-options'
+
+// The context is whatever the server builds; like Envelop's own default, it is loosely typed
+// so `scope: (context) => context.user?.id` type-checks without a type argument.
+// biome-ignore lint/suspicious/noExplicitAny: mirrors Envelop's `Record<string, any>` default
+export type DefaultContext = Record<string, any>
+
+/** What `getKey` is given to find the key of one mutation operation. */
+export interface KeyLookup<TContext> {
+  /** The GraphQL context (in Yoga: with `request` and `params`). */
+  context: TContext
+  /** The mutation's root field names, sorted. */
+  fieldNames: readonly string[]
+  document: DocumentNode
+  operationName: string | undefined
+  variables: Readonly<Record<string, unknown>>
+}
+
+export interface UseIdempotencyOptions<TContext = DefaultContext> {
+  /** The engine from `createIdempotency({ store, ... })`: store, ttl, lockTimeout, concurrency. */
+  idempotency: Idempotency
+  /**
+   * The caller a record belongs to (tenant or user id); may be async. The same key from two
+   * scopes names two unrelated operations. Called only for mutations that carry a key; if it
+   * throws, the request fails and nothing runs. @default undefined (one shared scope, '')
+   */
+  scope?: (
+    context: TContext,
+  ) => string | number | null | undefined | PromiseLike<string | number | null | undefined>
+  /**
+   * Finds the key itself, replacing the header, argument and extensions sources. Return
+   * `undefined` or `null` for none. @default undefined (header, argument, extensions)
+   */
+  getKey?: (
+    lookup: KeyLookup<TContext>,
+  ) => string | null | undefined | PromiseLike<string | null | undefined>
+  /**
+   * `'all'`: every mutation that carries a key is deduplicated. `'marked'`: only mutations with
+   * a root field marked by `@idempotent` or `extensions.idempotency`; others run untouched.
+   * @default 'all'
+   */
+  mode?: 'all' | 'marked'
+  /**
+   * The root-field argument (also looked for inside the field's `input` argument) and the
+   * request `extensions` field that carry a key. @default 'idempotencyKey'
+   */
+  keyField?: string
+  /**
+   * Called with each error of a mutation's result, as the executor produced it (in Yoga,
+   * before error masking, so `originalError` is there to inspect); the result is recorded only
+   * if every call returns true, else the key is released so a retry runs again.
+   * @default defaultStoreGraphQLErrors
+   */
+  storeErrors?: (error: GraphQLError) => boolean
+  /** Where the plugin's diagnostics go. @default defaultLogger (console, prefixed) */
+  logger?: Logger
+}
+
+/** The Yoga server hooks the plugin adds to Envelop's; typed here so Yoga is not a dependency. */
+export interface YogaHooks {
+  onParams(payload: { context: object }): void
+  onExecutionResult(payload: { context: object; result: unknown }): Promise<void> | undefined
+  onResponse(payload: {
+    request: Request
+    response: Response
+    setResponse(response: Response): void
+  }): Promise<void> | undefined
+}
+
+export type IdempotencyPlugin<TContext extends DefaultContext = DefaultContext> = Plugin<TContext> &
+  YogaHooks
+
+/** The response header set on a replayed response (SPEC: `Idempotent-Replay: true`). */
+export const replayHeader = 'Idempotent-Replay'
+
+/**
+ * The default for `storeErrors`: an error is deterministic, and recorded, when it is a
+ * GraphQLError thrown on purpose (not one wrapping an unexpected exception, not marked
+ * `unexpected` by a masker) whose `extensions.http.status`, if any, is below 500 and not
+ * 408, 409 or 429 (those say "try again"). Anything else releases the key.
+ */
+export function defaultStoreGraphQLErrors(error: GraphQLError): boolean {
+  if (!isOriginalGraphQLError(error)) return false
+  const extensions = (error.extensions ?? {}) as {
+    unexpected?: unknown
+    http?: { status?: unknown }
+  }
+  if (extensions.unexpected === true) return false
+  const status = extensions.http?.status
+  if (typeof status !== 'number') return true
+  return status < 500 && ![408, 409, 429].includes(status)
+}
+
+/**
+ * Refuses keyed `@defer`/`@stream` mutations: the client gets an incremental stream, not one
+ * result, and a replay could not be delivered the same way.
+ */
+function incrementalRefusal(): GraphQLError {
+  return new GraphQLError(
+    'A mutation sent with an Idempotency-Key cannot use @defer or @stream: remove them, or send it without a key.',
+    { extensions: { code: 'IDEMPOTENCY_INCREMENTAL_DELIVERY_UNSUPPORTED', http: { status: 400 } } },
+  )
+}
+
+/** A keyed mutation this process is running under a lease, from `onExecute` to its end. */
+interface Execution {
+  lease: Lease
+  request: object | undefined
+  /** Set once the executor returns: may the result be recorded (`storeErrors` kept each error)? */
+  recordable: boolean | undefined
+  settled: boolean
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function'
+  )
+}
+
+/**
+ * Makes mutations retry-safe in GraphQL Yoga and Envelop: a mutation operation that carries an
+ * Idempotency-Key runs once, its whole `ExecutionResult` is recorded and replayed to every
+ * retry. Queries, subscriptions and introspection are untouched.
+ *
+ * Where each step happens, and why:
+ *
+ *     onExecute          claim the key (engine `begin`): replay, answer an error, or run
+ *     (executeFn)        decide with `storeErrors` on the executor's raw errors: after this,
+ *                        a masked unexpected error looks like any other GraphQLError
+ *     onExecuteDone      (plain Envelop) record the result as plugins before this one left it
+ *     onExecutionResult  (Yoga) record the result as masked: Yoga's masking plugin is
+ *                        registered after user plugins, so only this hook sees the client's form
+ *     onResponse         (Yoga) set `Idempotent-Replay`, release any lease left unsettled
+ *
+ * Without Yoga (plain Envelop) there is no later hook: the result is recorded in
+ * `onExecuteDone`, as masked by the plugins registered before this one.
+ */
+export function useIdempotency<TContext extends DefaultContext = DefaultContext>(
+  options: UseIdempotencyOptions<TContext>,
+): IdempotencyPlugin<TContext> {
+  const { idempotency } = options
+  if (!idempotency || typeof idempotency.begin !== 'function') {
+    throw new TypeError(
+      'idempotent-mutations: useIdempotency needs `idempotency` (from createIdempotency)',
+    )
+  }
+  const mode = options.mode ?? 'all'
+  if (mode !== 'all' && mode !== 'marked') {
+    throw new TypeError(
+      `idempotent-mutations: mode must be 'all' or 'marked' (got ${JSON.stringify(mode)})`,
+    )
+  }
+  const keyField = options.keyField ?? defaultKeyField
+  const storeErrors = options.storeErrors ?? defaultStoreGraphQLErrors
+  const logger = options.logger ?? defaultLogger
+
+  /** Contexts Yoga runs an operation in (marked by `onParams`, a Yoga-only hook). */
+  const yogaContexts = new WeakSet<object>()
+  const executions = new WeakMap<object, Execution>()
+  const unsettledByRequest = new WeakMap<object, Set<Execution>>()
+  const replayedRequests = new WeakSet<object>()
+
+  async function settle(execution: Execution, result: ExecutionResult | undefined): Promise<void> {
+    if (execution.settled) return
+    execution.settled = true
+    if (execution.request) unsettledByRequest.get(execution.request)?.delete(execution)
+    if (result !== undefined && execution.recordable === true) {
+      await execution.lease.complete(recordResult(result))
+    } else {
+      await execution.lease.release()
+    }
+  }
+
+  /** Whether `storeErrors` keeps every error of the result (a result without errors: yes). */
+  function recordable(result: ExecutionResult): boolean {
+    for (const error of result.errors ?? []) {
+      let keep: boolean
+      try {
+        keep = storeErrors(error)
+      } catch (thrown) {
+        logger.error('storeErrors threw; the key is released', thrown)
+        return false
+      }
+      if (keep !== true) return false
+    }
+    return true
+  }
+
+  async function findKey(
+    context: TContext,
+    args: ExecutionArgs,
+    fieldNames: readonly string[],
+    argumentKeyList: () => string[],
+  ): Promise<string | undefined> {
+    const variables = (args.variableValues ?? {}) as Record<string, unknown>
+    if (options.getKey) {
+      const key = await options.getKey({
+        context,
+        fieldNames,
+        document: args.document,
+        operationName: args.operationName ?? undefined,
+        variables,
+      })
+      return key === undefined || key === null ? undefined : validateKey(key)
+    }
+    const found: string[] = []
+    const headers =
+      (context.request as { headers?: unknown } | undefined)?.headers ??
+      (context.req as { headers?: unknown } | undefined)?.headers
+    const header = readKeyHeader(headers)
+    if (header !== undefined) found.push(header)
+    found.push(...argumentKeyList())
+    const extensions = (context.params as { extensions?: Record<string, unknown> } | undefined)
+      ?.extensions
+    const extensionKey = extensions?.[keyField]
+    if (extensionKey !== undefined && extensionKey !== null) found.push(validateKey(extensionKey))
+    if (new Set(found).size > 1) {
+      throw new KeyInvalidError(
+        'two different keys were sent for one operation (Idempotency-Key header, argument or extensions)',
+      )
+    }
+    return found[0]
+  }
+
+  async function findScope(context: TContext): Promise<string> {
+    if (!options.scope) return ''
+    const scope = await options.scope(context)
+    if (scope === undefined || scope === null) return ''
+    if (typeof scope !== 'string' && typeof scope !== 'number') {
+      throw new TypeError(
+        `idempotent-mutations: scope(context) must return a string, a number or undefined (got ${typeof scope})`,
+      )
+    }
+    return String(scope)
+  }
+
+  async function protectMutation(
+    {
+      args,
+      context,
+      executeFn,
+      setExecuteFn,
+      setResultAndStopExecution,
+    }: OnExecuteEventPayload<TContext>,
+    operation: OperationDefinitionNode,
+  ): Promise<OnExecuteHookResult<TContext> | undefined> {
+    const variables = (args.variableValues ?? {}) as Record<string, unknown>
+    const analysis = analyzeMutation(args.document, operation, variables)
+    const policies = fieldPolicies(args.schema)
+    const fieldPolicyList = analysis.fieldNames.map((name) => policies.get(name))
+    if (mode === 'marked' && fieldPolicyList.every((policy) => policy === undefined)) return
+    const { required, ttl } = combinePolicies(fieldPolicyList)
+    const request = (context.request ?? undefined) as object | undefined
+
+    let attempt: Awaited<ReturnType<Idempotency['begin']>>
+    try {
+      const key = await findKey(context, args, analysis.fieldNames, () =>
+        argumentKeys(analysis.rootFields, keyField, variables),
+      )
+      if (key !== undefined && analysis.incremental) {
+        setResultAndStopExecution(errorResult(incrementalRefusal()))
+        return
+      }
+      attempt = await idempotency.begin({
+        key,
+        operation: analysis.fieldNames.join(','),
+        scope: key === undefined ? '' : await findScope(context),
+        payload: fingerprintPayload(operation, analysis, variables),
+        required,
+        ttl,
+      })
+    } catch (error) {
+      if (!isIdempotencyError(error)) throw error
+      setResultAndStopExecution(errorResult(toGraphQLError(error)))
+      return
+    }
+
+    if (attempt.kind === 'bypass') return
+    if (attempt.kind === 'replay') {
+      const { outcome } = attempt
+      if (!outcome.ok || !isRecordedResult(outcome.value)) {
+        // Only this plugin writes records under GraphQL operation names; anything else there
+        // (another adapter sharing names and keys) must not be replayed as a GraphQL result.
+        throw new Error(
+          `idempotent-mutations: the record of mutation ${analysis.fieldNames.join(',')} was not written by the GraphQL plugin`,
+        )
+      }
+      if (request) replayedRequests.add(request)
+      setResultAndStopExecution(replayResult(outcome.value))
+      return
+    }
+
+    const yoga = yogaContexts.has(context)
+    const execution: Execution = {
+      lease: attempt.lease,
+      request,
+      recordable: undefined,
+      settled: false,
+    }
+    if (yoga) {
+      executions.set(context, execution)
+      if (request) {
+        const unsettled = unsettledByRequest.get(request) ?? new Set<Execution>()
+        unsettledByRequest.set(request, unsettled)
+        unsettled.add(execution)
+      }
+    }
+    // The executor's own result, before any onExecuteDone hook (maskers included) touched it:
+    // the one place where an error thrown on purpose and an unexpected one still differ.
+    setExecuteFn(async (executionArgs) => {
+      const result = await executeFn(executionArgs)
+      execution.recordable = !isAsyncIterable(result) && recordable(result)
+      return result
+    })
+    return {
+      async onExecuteDone({ result }) {
+        if (isAsyncIterable(result)) {
+          // Incremental delivery slipped past the document check (a plugin turned the result
+          // into a stream): it cannot be recorded, so the key is released.
+          logger.warn(
+            `mutation ${analysis.fieldNames.join(',')} returned a stream; its result was not recorded and the key was released`,
+          )
+          execution.recordable = false
+        } else if (execution.recordable === undefined) {
+          // A later plugin replaced the executor, so its raw result was never seen: judge the
+          // result as it stands here.
+          execution.recordable = recordable(result)
+        }
+        if (yoga) return
+        // Without Yoga, this result is what gets recorded. An error in it that still wraps an
+        // unexpected exception has not been masked yet (a masker registered after this plugin)
+        // and must never be replayed.
+        const visible = isAsyncIterable(result) ? undefined : result
+        if (visible?.errors?.some((error) => !isOriginalGraphQLError(error))) {
+          execution.recordable = false
+        }
+        await settle(execution, visible)
+      },
+    }
+  }
+
+  const plugin: IdempotencyPlugin<TContext> = {
+    onSchemaChange({ schema }) {
+      // Reads (and checks) the directive and extensions once, so a malformed option fails at
+      // startup instead of on a request.
+      fieldPolicies(schema)
+    },
+
+    onExecute(payload) {
+      const { args } = payload
+      const operation = getOperationAST(args.document, args.operationName)
+      // Queries and everything else pass through synchronously: no store call, no extra tick.
+      if (operation?.operation !== 'mutation') return
+      return protectMutation(payload, operation)
+    },
+
+    onParams({ context }) {
+      yogaContexts.add(context)
+    },
+
+    onExecutionResult({ context, result }) {
+      const execution = executions.get(context)
+      if (!execution) return undefined
+      executions.delete(context)
+      return settle(
+        execution,
+        result === undefined || isAsyncIterable(result) ? undefined : (result as ExecutionResult),
+      )
+    },
+
+    onResponse({ request, response, setResponse }) {
+      const unsettled = unsettledByRequest.get(request)
+      unsettledByRequest.delete(request)
+      if (replayedRequests.has(request)) {
+        try {
+          response.headers.set(replayHeader, 'true')
+        } catch {
+          // A response with immutable headers: copy it with the header added.
+          const headers = new Headers(response.headers)
+          headers.set(replayHeader, 'true')
+          setResponse(
+            new Response(response.body, {
+              status: response.status,
+              statusText: response.statusText,
+              headers,
+            }),
+          )
+        }
+      }
+      if (!unsettled?.size) return undefined
+      // An operation whose end Yoga never reported (it threw past every hook): release its key
+      // now rather than let it wait for the lease to run out.
+      return Promise.all([...unsettled].map((execution) => settle(execution, undefined))).then(
+        () => undefined,
+      )
+    },
+  }
+  return plugin
+}

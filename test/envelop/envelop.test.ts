@@ -1,0 +1,125 @@
+import { envelop, type Plugin, useEngine, useMaskedErrors, useSchema } from '@envelop/core'
+import { execute, parse, specifiedRules, subscribe, validate } from 'graphql'
+import { describe, expect, it } from 'vitest'
+import { type UseIdempotencyOptions, useIdempotency } from '../../adapters/envelop'
+import { createIdempotency, createMemoryStore } from '../../src'
+import { createTestSchema, spyOnStore } from './fixtures'
+
+/**
+ * A plain Envelop setup, no HTTP: the context is whatever the caller passes. `masking` says
+ * where useMaskedErrors sits relative to useIdempotency.
+ */
+function setup(
+  options: {
+    masking?: 'before' | 'after'
+    plugin?: Omit<UseIdempotencyOptions, 'idempotency'>
+  } = {},
+) {
+  const { schema, resolvers } = createTestSchema()
+  const store = spyOnStore(createMemoryStore())
+  const idempotency = createIdempotency({ store })
+  const plugin = useIdempotency({ idempotency, ...options.plugin })
+  const masking = options.masking ?? 'before'
+  const plugins: Plugin[] = [
+    useEngine({ parse, validate, execute, subscribe, specifiedRules }),
+    useSchema(schema),
+    ...(masking === 'before' ? [useMaskedErrors(), plugin] : [plugin, useMaskedErrors()]),
+  ]
+  const getEnveloped = envelop({ plugins })
+  async function run(source: string, context: Record<string, unknown> = {}) {
+    const enveloped = getEnveloped(context)
+    const document = enveloped.parse(source)
+    expect(enveloped.validate(enveloped.schema, document)).toEqual([])
+    const contextValue = await enveloped.contextFactory()
+    return enveloped.execute({ schema: enveloped.schema, document, contextValue })
+  }
+  return { run, resolvers, store }
+}
+
+describe('useIdempotency in plain Envelop (no HTTP request)', () => {
+  const keyed = 'mutation { createOrder(item: "pen", idempotencyKey: "env-1") { id item } }'
+
+  it('runs a mutation with an argument key once and replays its result', async () => {
+    const { run, resolvers } = setup()
+    const first = await run(keyed)
+    const second = await run(keyed)
+    expect(resolvers.createOrder).toHaveBeenCalledTimes(1)
+    expect(first).toEqual({ data: { createOrder: { id: '1', item: 'pen' } } })
+    expect(second).toEqual(first)
+  })
+
+  it('reads the header from a Node-style context.req', async () => {
+    const { run, resolvers } = setup()
+    const source = 'mutation { createOrder(item: "pen") { id } }'
+    const context = () => ({ req: { headers: { 'idempotency-key': 'node-1' } } })
+    await run(source, context())
+    await run(source, context())
+    expect(resolvers.createOrder).toHaveBeenCalledTimes(1)
+  })
+
+  it('leaves queries untouched and never calls the store', async () => {
+    const { run, resolvers, store } = setup()
+    await run('{ orders { id } }', { req: { headers: { 'idempotency-key': 'q' } } })
+    await run('{ orders { id } }', { req: { headers: { 'idempotency-key': 'q' } } })
+    expect(resolvers.orders).toHaveBeenCalledTimes(2)
+    expect(store.claim).not.toHaveBeenCalled()
+  })
+
+  it('answers a required field without a key with an IDEMPOTENCY_KEY_REQUIRED error result', async () => {
+    const { run, resolvers } = setup()
+    const result = await run('mutation { chargeCard(amount: 1) }')
+    expect(result).toMatchObject({
+      errors: [{ extensions: { code: 'IDEMPOTENCY_KEY_REQUIRED', http: { status: 400 } } }],
+    })
+    expect(resolvers.chargeCard).not.toHaveBeenCalled()
+  })
+
+  it('replays an expected error with the same message, path and locations', async () => {
+    const { run, resolvers } = setup()
+    const source = 'mutation {\n  rejectOrder(reason: "no") { id }\n}'
+    const context = () => ({ req: { headers: { 'idempotency-key': 'rej-1' } } })
+    const first = await run(source, context())
+    const second = await run(source, context())
+    expect(resolvers.rejectOrder).toHaveBeenCalledTimes(1)
+    expect(JSON.stringify(second)).toBe(JSON.stringify(first))
+    expect(second.errors?.[0]?.locations).toEqual([{ line: 2, column: 3 }])
+  })
+
+  it('releases the key for an unexpected error by default, whichever side the masker is on', async () => {
+    for (const masking of ['before', 'after'] as const) {
+      const { run, resolvers, store } = setup({ masking })
+      const source = 'mutation { failUnexpectedly { id } }'
+      const context = () => ({ req: { headers: { 'idempotency-key': `f-${masking}` } } })
+      const first = await run(source, context())
+      await run(source, context())
+      expect(JSON.stringify(first)).toContain('Unexpected error.')
+      expect(resolvers.failUnexpectedly).toHaveBeenCalledTimes(2)
+      expect(store.complete).not.toHaveBeenCalled()
+    }
+  })
+
+  it('records an unexpected error masked by a masker registered before it, never the raw one', async () => {
+    const { run, resolvers } = setup({ masking: 'before', plugin: { storeErrors: () => true } })
+    const source = 'mutation { failUnexpectedly { id } }'
+    const context = () => ({ req: { headers: { 'idempotency-key': 'f-1' } } })
+    const first = await run(source, context())
+    const second = await run(source, context())
+    expect(resolvers.failUnexpectedly).toHaveBeenCalledTimes(1)
+    expect(JSON.stringify(second)).toBe(JSON.stringify(first))
+    expect(JSON.stringify(second)).not.toContain('hunter2')
+  })
+
+  it('does not record an unexpected error it sees unmasked (masker registered after it)', async () => {
+    const { run, resolvers, store } = setup({
+      masking: 'after',
+      plugin: { storeErrors: () => true },
+    })
+    const source = 'mutation { failUnexpectedly { id } }'
+    const context = () => ({ req: { headers: { 'idempotency-key': 'f-2' } } })
+    const first = await run(source, context())
+    await run(source, context())
+    expect(JSON.stringify(first)).not.toContain('hunter2')
+    expect(resolvers.failUnexpectedly).toHaveBeenCalledTimes(2)
+    expect(store.complete).not.toHaveBeenCalled()
+  })
+})
