@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import { createRedisStore, type RedisStore } from 'idempotent-mutations/redis'
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
@@ -51,11 +51,14 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       const input = claimInput({ key: 'has{braces}in-it' })
       await store.claim(input)
       const recordKey = store.recordKey(input.scope, input.key)
-      // One pair of braces, right after the prefix: the hash tag covers the whole record hash
-      // however many braces the client's key has, so Redis Cluster keeps the record on one slot.
-      expect(recordKey).toMatch(
-        new RegExp(`^${ownPrefix.replace(/[.*+?^$()|[\]\\]/g, '\\$&')}\\{[A-Za-z0-9_-]{43}\\}$`),
-      )
+      // One pair of braces, right after the prefix, around a hash of the length-prefixed parts:
+      // however many braces the client's key has, Redis Cluster keeps the record on one slot.
+      // Pinned exactly: the layout names stored data, so changing it strands existing records.
+      const hash = createHash('sha256')
+      for (const part of ['idempotent-mutations/redis/v1', input.scope, input.key]) {
+        hash.update(`${part.length}:${part}`)
+      }
+      expect(recordKey).toBe(`${ownPrefix}{${hash.digest('base64url')}}`)
       expect(await keysWithPrefix(admin, ownPrefix)).toContain(recordKey)
       expect(await admin.type(recordKey)).toBe('hash')
       expect(await admin.hgetall(recordKey)).toMatchObject({
@@ -68,21 +71,19 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       expect(store.recordKey('["tenant-2","orders.create"]', input.key)).not.toBe(recordKey)
     })
 
-    it('sets a Redis TTL on every record: the claim ttl, then the completion ttl', async () => {
-      const input = claimInput({ ttlMs: 3_600_000 })
-      await store.claim(input)
+    it("sets a Redis TTL that ends at the record's expiresAt: claim ttl, then completion ttl", async () => {
+      // PEXPIRETIME (Redis 7) is the absolute expiry: compared exactly, with no clock involved.
+      const expiry = async (recordKey: string) => Number(await admin.call('PEXPIRETIME', recordKey))
+      const input = claimInput({ lockTimeoutMs: 60_000, ttlMs: 3_600_000 })
+      const claim = await store.claim(input)
       const recordKey = store.recordKey(input.scope, input.key)
-      const claimedTtl = await admin.pttl(recordKey)
-      expect(claimedTtl).toBeGreaterThan(3_600_000 - 60_000)
-      expect(claimedTtl).toBeLessThanOrEqual(3_600_000)
+      expect(await expiry(recordKey)).toBe(claim.record.expiresAt)
+      expect(claim.record.expiresAt - claim.record.lockedUntil).toBe(3_600_000 - 60_000)
 
       await store.complete({ ...input, response: 'r', ttlMs: 120_000 })
-      const completedTtl = await admin.pttl(recordKey)
-      expect(completedTtl).toBeGreaterThan(0)
-      expect(completedTtl).toBeLessThanOrEqual(120_000)
-      const record = await store.get(input.scope, input.key)
-      // The TTL ends exactly where the record says it expires.
-      expect(Number(await admin.call('PEXPIRETIME', recordKey))).toBe(record?.expiresAt)
+      const completed = await store.get(input.scope, input.key)
+      expect(await expiry(recordKey)).toBe(completed?.expiresAt)
+      expect(completed?.expiresAt).toBeLessThan(claim.record.expiresAt)
     })
 
     it('takes now, lockedUntil and expiresAt from the Redis server clock', async () => {
@@ -147,6 +148,15 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       const again = await store.claim(input)
       expect(again).toEqual(first)
       expect(await store.get(input.scope, input.key)).toEqual(first.claimed && first.record)
+    })
+
+    it('does not let another payload take over an expired lease (a reused key)', async () => {
+      // A zero lease has expired, on the server clock, for every later claim.
+      const input = claimInput({ lockTimeoutMs: 0 })
+      const original = await store.claim(input)
+      const other = await store.claim({ ...input, leaseToken: randomUUID(), fingerprint: 'fp-2' })
+      expect(other).toMatchObject({ claimed: false, record: original.record })
+      expect(await store.get(input.scope, input.key)).toEqual(original.record)
     })
 
     it('keeps an empty response apart from a completion without a body', async () => {

@@ -1,4 +1,4 @@
-import { hashParts } from '../../codec'
+import { createHash } from 'node:crypto'
 import type {
   ClaimInput,
   ClaimResult,
@@ -62,10 +62,7 @@ export function createRedisStore(
   }
   const runner = createScriptRunner(client, options.requireReady ?? true)
 
-  // The hash tag is a hash of (scope, key), length-prefixed so no two pairs meet: a record's one
-  // key always lands on one cluster slot, whatever braces the client's key contains.
-  const recordKey = (scope: string, key: string) =>
-    `${prefix}{${hashParts('idempotent-mutations/redis/v1', scope, key)}}`
+  const recordKey = (scope: string, key: string) => `${prefix}{${recordHash(scope, key)}}`
 
   return {
     library: runner.library,
@@ -166,6 +163,20 @@ export function createRedisStore(
       return 0
     },
   }
+}
+
+/**
+ * The record's hash tag: a SHA-256 of (scope, key), each part length-prefixed so no two pairs
+ * meet. A record's one key then always lands on one cluster slot, whatever braces the client's
+ * key contains. Computed here rather than with a shared helper: it names stored data, so it may
+ * only change with a new version tag (and a migration note).
+ */
+function recordHash(scope: string, key: string): string {
+  const hash = createHash('sha256')
+  for (const part of ['idempotent-mutations/redis/v1', scope, key]) {
+    hash.update(`${part.length}:${part}`)
+  }
+  return hash.digest('base64url')
 }
 
 function checkStrings(input: object, ...names: string[]): void {
