@@ -1,0 +1,309 @@
+#!/usr/bin/env node
+// The pack check: what users install must work. It builds the package (tsup, with .d.ts), packs
+// it with `npm pack`, installs the tarball and the peers into an empty project, and then, with
+// plain Node (ESM) and tsc, imports every subpath export and checks its public names. Each
+// subpath is imported with the peers it does not need blocked, so a user of one adapter
+// installs nothing for the others. The work happens in a temporary folder; the repository's
+// own dist/ is not touched.
+//
+//   node scripts/check-pack.mjs          (npm run pack:check)
+//   KEEP_PACK_CHECK=1 node scripts/...   keeps the temporary folder for a look
+import { execFileSync } from 'node:child_process'
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const require = createRequire(join(root, 'package.json'))
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+// tsup reads tsup.config.ts and tsconfig.json from the working directory.
+process.chdir(root)
+
+/**
+ * What each subpath must export, and which optional peers it may load. A subpath in
+ * package.json's exports that is missing here fails the check: add it.
+ */
+const subpaths = {
+  '.': {
+    peers: [],
+    names: [
+      'createIdempotency',
+      'createMemoryStore',
+      'IdempotencyError',
+      'KeyRequiredError',
+      'KeyInvalidError',
+      'KeyReusedError',
+      'InProgressError',
+      'StoreUnavailableError',
+      'ResponseNotStoredError',
+      'isIdempotencyError',
+      'idempotencyErrorStatus',
+      'defaultCodec',
+      'defaultStoreErrors',
+      'defaultLogger',
+      'fingerprint',
+      'toMilliseconds',
+      'validateKey',
+      'parseKeyHeader',
+      'readKeyHeader',
+      'ReplayedError',
+    ],
+  },
+  './drizzle': {
+    peers: ['drizzle-orm'],
+    names: [
+      'createDrizzleStore',
+      'idempotencyKeys',
+      'defineIdempotencyTable',
+      'createTableStatements',
+    ],
+  },
+  './redis': { peers: ['ioredis', 'redis'], names: ['createRedisStore'] },
+  './trpc': { peers: ['@trpc/server'], names: ['createIdempotencyMiddleware'] },
+  './envelop': {
+    peers: ['@envelop/core', 'graphql'],
+    names: ['useIdempotency', 'idempotentDirectiveTypeDefs'],
+  },
+  './client': {
+    peers: ['@trpc/client', '@trpc/server', 'graphql'],
+    names: ['idempotencyLink', 'idempotentFetch'],
+  },
+}
+
+const log = (line) => console.log(`[pack:check] ${line}`)
+const fail = (message) => {
+  console.error(`[pack:check] FAILED: ${message}`)
+  process.exitCode = 1
+  throw new Error(message)
+}
+
+// npm run sets npm_config_* for its own child; a nested npm must not inherit the outer
+// project's settings (prefix, workspaces...), only where the cache and registry are.
+const npmEnv = Object.fromEntries(
+  Object.entries(process.env).filter(
+    ([name]) =>
+      !name.startsWith('npm_') || ['npm_config_cache', 'npm_config_registry'].includes(name),
+  ),
+)
+const run = (command, args, cwd, env = npmEnv) =>
+  execFileSync(command, args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+
+const work = mkdtempSync(join(tmpdir(), 'im-pack-check-'))
+try {
+  // 1. Which subpaths have their source yet (adapters land one by one).
+  const exportsMap = Object.entries(pkg.exports).filter(([name]) => name !== './package.json')
+  const present = []
+  const absent = []
+  for (const [name, target] of exportsMap) {
+    if (!subpaths[name])
+      fail(`package.json exports ${name}, which scripts/check-pack.mjs does not know`)
+    const entry = target.import.replace(/^\.\/dist\//, '').replace(/\.js$/, '')
+    const source = `${entry}.ts`
+    if (existsSync(join(root, source))) present.push({ name, entry, source, target })
+    else absent.push({ name, source })
+  }
+  for (const { name, source } of absent) log(`skipping ${name}: ${source} does not exist yet`)
+
+  // 2. Build into the staging copy of the package, with tsup.config.ts (its entries narrowed
+  //    to the sources that exist while some are missing).
+  const stage = join(work, 'package')
+  mkdirSync(stage)
+  const { build } = require('tsup')
+  const started = Date.now()
+  await build({
+    outDir: join(stage, 'dist'),
+    silent: true,
+    ...(absent.length === 0
+      ? {}
+      : { entry: Object.fromEntries(present.map(({ entry, source }) => [entry, source])) }),
+  })
+  log(
+    `built ${present.length} entries with .d.ts in ${Math.round((Date.now() - started) / 1000)} s`,
+  )
+  for (const { name, target } of present) {
+    for (const file of [target.types, target.import]) {
+      if (!existsSync(join(stage, file))) fail(`${name}: the build did not emit ${file}`)
+    }
+  }
+  // One copy of the error classes, shared by every entry: `instanceof IdempotencyError` must
+  // hold across subpaths.
+  const jsFiles = listFiles(join(stage, 'dist')).filter((file) => file.endsWith('.js'))
+  const definitions = jsFiles.filter((file) =>
+    /\bIdempotencyError = class\b|class IdempotencyError\b/.test(readFileSync(file, 'utf8')),
+  )
+  if (definitions.length !== 1) {
+    fail(`IdempotencyError is defined in ${definitions.length} built files, not 1`)
+  }
+
+  // 3. Pack what package.json's `files` lists.
+  writeFileSync(join(stage, 'package.json'), JSON.stringify(pkg, null, 2))
+  for (const file of pkg.files) {
+    if (file === 'dist') continue
+    if (!existsSync(join(root, file)))
+      fail(`package.json files lists ${file}, which does not exist`)
+    cpSync(join(root, file), join(stage, file), { recursive: true })
+  }
+  const [packed] = JSON.parse(
+    run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], stage),
+  )
+  const packedFiles = packed.files.map((file) => file.path)
+  for (const required of ['package.json', 'src/stores/drizzle/schema.sql', 'README.md']) {
+    if (!packedFiles.includes(required)) fail(`the tarball lacks ${required}`)
+  }
+  const leaked = packedFiles.filter(
+    (file) =>
+      !/^(dist\/|src\/stores\/drizzle\/schema\.sql$|README\.md$|package\.json$|LICENSE)/.test(file),
+  )
+  if (leaked.length > 0) fail(`the tarball holds files it should not: ${leaked.join(', ')}`)
+  log(`packed ${packed.filename}: ${packedFiles.length} files, ${packed.size} bytes`)
+
+  // 4. An empty project installs the tarball and the peers (the versions this repository
+  //    develops against, so npm's cache usually has them).
+  const consumer = join(work, 'consumer')
+  mkdirSync(consumer)
+  writeFileSync(
+    join(consumer, 'package.json'),
+    JSON.stringify({ name: 'pack-check-consumer', private: true, type: 'module' }),
+  )
+  const peers = [...new Set(present.flatMap(({ name }) => subpaths[name].peers))]
+  const peerSpecs = peers.map((peer) => `${peer}@${installedVersion(peer)}`)
+  run(
+    'npm',
+    [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--no-package-lock',
+      '--ignore-scripts',
+      '--prefer-offline',
+      join(work, packed.filename),
+      ...peerSpecs,
+    ],
+    consumer,
+  )
+  log(`installed the tarball with ${peerSpecs.join(', ') || 'no peers'}`)
+  if (!existsSync(join(consumer, 'node_modules', pkg.name, 'src/stores/drizzle/schema.sql'))) {
+    fail('the installed package has no src/stores/drizzle/schema.sql')
+  }
+
+  // 5. Plain Node imports each subpath, with the peers it must not need blocked.
+  writeFileSync(
+    join(consumer, 'block-peers.mjs'),
+    `export async function resolve(specifier, context, next) {
+  for (const peer of JSON.parse(process.env.PACK_CHECK_BLOCKED)) {
+    if (specifier === peer || specifier.startsWith(peer + '/')) {
+      throw new Error('loads the optional peer ' + specifier + ', which it must not need')
+    }
+  }
+  return next(specifier, context)
+}
+`,
+  )
+  writeFileSync(
+    join(consumer, 'register.mjs'),
+    `import { register } from 'node:module'
+register('./block-peers.mjs', import.meta.url)
+`,
+  )
+  writeFileSync(
+    join(consumer, 'import.mjs'),
+    `const [subpath, names] = process.argv.slice(2)
+const module = await import(subpath)
+const missing = JSON.parse(names).filter((name) => module[name] === undefined)
+if (missing.length > 0) throw new Error(subpath + ' lacks ' + missing.join(', '))
+if (subpath === '${pkg.name}') {
+  const { createIdempotency, createMemoryStore } = module
+  const idempotency = createIdempotency({ store: createMemoryStore() })
+  const request = { key: 'k', operation: 'pack.check' }
+  await idempotency.execute(request, () => new Date(0))
+  const { value, replayed } = await idempotency.execute(request, () => 'ran twice')
+  if (!replayed || !(value instanceof Date)) throw new Error('the engine did not replay')
+}
+console.log(subpath + ': ' + Object.keys(module).length + ' exports')
+`,
+  )
+  const allPeers = Object.keys(pkg.peerDependencies ?? {})
+  for (const { name } of present) {
+    const specifier = name === '.' ? pkg.name : `${pkg.name}/${name.slice(2)}`
+    const blocked = allPeers.filter((peer) => !subpaths[name].peers.includes(peer))
+    try {
+      log(
+        run(
+          process.execPath,
+          [
+            '--import',
+            './register.mjs',
+            'import.mjs',
+            specifier,
+            JSON.stringify(subpaths[name].names),
+          ],
+          consumer,
+          { ...npmEnv, PACK_CHECK_BLOCKED: JSON.stringify(blocked) },
+        ).trim(),
+      )
+    } catch (error) {
+      fail(`importing ${specifier} with plain Node: ${error.stderr || error.message}`)
+    }
+  }
+
+  // 6. TypeScript finds each subpath's declarations through the exports map (nodenext).
+  const typeChecks = present.map(({ name }, index) => {
+    const specifier = name === '.' ? pkg.name : `${pkg.name}/${name.slice(2)}`
+    return `import * as m${index} from '${specifier}'
+export const names${index}: (keyof typeof m${index})[] = ${JSON.stringify(subpaths[name].names)}`
+  })
+  writeFileSync(join(consumer, 'check.ts'), `${typeChecks.join('\n')}\n`)
+  writeFileSync(
+    join(consumer, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        target: 'es2022',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        types: [],
+      },
+      files: ['check.ts'],
+    }),
+  )
+  try {
+    run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', consumer], consumer)
+  } catch (error) {
+    fail(`tsc could not use the declarations:\n${error.stdout || error.message}`)
+  }
+  log(`tsc resolved the declarations of ${present.map(({ name }) => name).join(', ')}`)
+  log(`ok: ${present.length} of ${exportsMap.length} subpaths checked`)
+} catch (error) {
+  if (process.exitCode !== 1) {
+    console.error(`[pack:check] FAILED: ${error.stack ?? error}`)
+    process.exitCode = 1
+  }
+} finally {
+  if (process.env.KEEP_PACK_CHECK) log(`kept ${work}`)
+  else rmSync(work, { recursive: true, force: true })
+}
+
+function installedVersion(name) {
+  const manifest = join(root, 'node_modules', name, 'package.json')
+  if (!existsSync(manifest)) fail(`the peer ${name} is not installed in this repository`)
+  return JSON.parse(readFileSync(manifest, 'utf8')).version
+}
+
+function listFiles(folder) {
+  return readdirSync(folder, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? listFiles(join(folder, entry.name)) : [join(folder, entry.name)],
+  )
+}

@@ -1,0 +1,33 @@
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+
+const script = fileURLToPath(new URL('../scripts/check-pack.mjs', import.meta.url))
+// Building the declarations, packing and installing take a minute on a busy machine.
+const timeout = 240_000
+
+function runPackCheck(): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [script],
+      { maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const code = error ? Number((error as { code?: unknown }).code ?? 1) : 0
+        resolve({ code, output: `${stdout}${stderr}` })
+      },
+    )
+  })
+}
+
+describe('the published package', () => {
+  it(
+    'builds, packs and installs, and every subpath imports with plain Node and resolves its types',
+    async () => {
+      const { code, output } = await runPackCheck()
+      expect(output, output).toMatch(/\[pack:check\] ok: \d+ of \d+ subpaths checked/)
+      expect(code, output).toBe(0)
+    },
+    timeout,
+  )
+})
