@@ -216,10 +216,13 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const now = options.now ?? Date.now
   const logger = options.logger ?? defaultLogger
 
-  const emit = (event: IdempotencyEvent) => {
+  type EventBase = Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'>
+  type EventDetails = Omit<IdempotencyEvent, 'type' | 'operation' | 'scope' | 'key'>
+  // The event object is built only when someone listens: emit sits on every keyed call's path.
+  const emit = (base: EventBase, type: IdempotencyEventType, details?: EventDetails) => {
     if (!options.onEvent) return
     try {
-      options.onEvent(event)
+      options.onEvent({ ...base, type, ...details })
     } catch (error) {
       logger.error('onEvent threw', error)
     }
@@ -249,31 +252,31 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const fingerprint = request.fingerprint ?? fingerprintOf(request.payload)
     const base = { operation: request.operation, scope: callerScope, key }
 
-    const claim = async (): Promise<ClaimResult | undefined> => {
+    // An unfinished claim lives at least as long as its lease.
+    const claimTtl = Math.max(ttl, lockTimeout)
+
+    const deadline = now() + waitTimeout
+    let pause = 20
+    for (;;) {
+      let result: ClaimResult
       try {
-        return await store.claim({
+        // A fresh token per attempt: a waiter that claims after a release holds its own lease.
+        result = await store.claim({
           scope,
           key,
           fingerprint,
           leaseToken: randomUUID(),
           lockTimeoutMs: lockTimeout,
-          ttlMs: Math.max(ttl, lockTimeout),
+          ttlMs: claimTtl,
         })
       } catch (error) {
-        emit({ ...base, type: 'store-error', stage: 'claim', error })
+        emit(base, 'store-error', { stage: 'claim', error })
         logger.error(`claim failed for operation ${request.operation}`, error)
-        if (onStoreError === 'fail-open') return undefined
+        if (onStoreError === 'fail-open') return { kind: 'bypass', reason: 'store-unavailable' }
         throw new StoreUnavailableError({ cause: error })
       }
-    }
-
-    const deadline = now() + waitTimeout
-    let pause = 20
-    for (;;) {
-      const result = await claim()
-      if (result === undefined) return { kind: 'bypass', reason: 'store-unavailable' }
       if (result.claimed) {
-        if (result.takeover) emit({ ...base, type: 'takeover' })
+        if (result.takeover) emit(base, 'takeover')
         return {
           kind: 'execute',
           lease: createLease(result.record, result.takeover, ttl, base, now()),
@@ -282,12 +285,12 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       const { record } = result
       // Same key, other payload: a client bug, whatever state the record is in.
       if (record.fingerprint !== fingerprint) {
-        emit({ ...base, type: 'mismatch' })
+        emit(base, 'mismatch')
         throw new KeyReusedError()
       }
       if (record.status === 'completed') {
         if (record.response === null) throw new ResponseNotStoredError()
-        emit({ ...base, type: 'replayed' })
+        emit(base, 'replayed')
         return { kind: 'replay', outcome: codec.decode(record.response) as Outcome }
       }
       // In progress under a valid lease: someone else is running it right now.
@@ -298,7 +301,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         pause = Math.min(pause * 1.5, 250)
         continue
       }
-      emit({ ...base, type: 'conflict' })
+      emit(base, 'conflict')
       throw new InProgressError(
         Math.max(1, Math.ceil(Math.min(defaults.retryAfter, leaseLeft) / 1000)),
       )
@@ -331,12 +334,18 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     async function write(response: string | null): Promise<void> {
       for (let attempt = 0; ; attempt++) {
         try {
-          const ok = await store.complete({ ...target, response, ttlMs: ttl })
+          const ok = await store.complete({
+            scope: target.scope,
+            key: target.key,
+            leaseToken: target.leaseToken,
+            response,
+            ttlMs: ttl,
+          })
           // After a failed attempt, `false` may mean that attempt did commit and only its answer
           // was lost: the record then stands completed under this lease, which is no loss.
           if (!ok && attempt > 0 && (await completedUnderThisLease())) return
           if (!ok) {
-            emit({ ...base, type: 'lost-lease' })
+            emit(base, 'lost-lease')
             logger.warn(
               `lost the lease on operation ${base.operation} before completing: the outcome was not recorded (the key was taken over or released)`,
             )
@@ -345,7 +354,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         } catch (error) {
           const delay = completeRetryDelays[attempt]
           if (delay === undefined) {
-            emit({ ...base, type: 'store-error', stage: 'complete', error })
+            emit(base, 'store-error', { stage: 'complete', error })
             logger.error(
               `could not record the outcome of operation ${base.operation}; the key stays in progress until its lease ends`,
               error,
@@ -362,16 +371,16 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       try {
         response = codec.encode(outcome)
       } catch (error) {
-        emit({ ...base, type: 'not-stored', error })
+        emit(base, 'not-stored', { error })
         logger.warn(`the response of operation ${base.operation} is not serializable`, error)
         response = null
       }
       if (response !== null && Buffer.byteLength(response) > maxResponseBytes) {
-        emit({ ...base, type: 'not-stored', error: new Error('response exceeds maxResponseBytes') })
+        emit(base, 'not-stored', { error: new Error('response exceeds maxResponseBytes') })
         response = null
       }
       await write(response)
-      emit({ ...base, type: 'executed', durationMs: now() - startedAt })
+      if (options.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
     }
 
     return {
@@ -390,10 +399,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         settle()
         try {
           const ok = await store.release(target)
-          if (ok) emit({ ...base, type: 'released' })
-          else emit({ ...base, type: 'lost-lease' })
+          if (ok) emit(base, 'released')
+          else emit(base, 'lost-lease')
         } catch (error) {
-          emit({ ...base, type: 'store-error', stage: 'release', error })
+          emit(base, 'store-error', { stage: 'release', error })
           logger.error(
             `could not release operation ${base.operation}; the key stays in progress until its lease ends`,
             error,

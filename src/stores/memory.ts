@@ -15,8 +15,9 @@ export interface MemoryStoreOptions {
    */
   now?: () => number
   /**
-   * The most records kept. When full, expired records go first, then the oldest completed
-   * ones; a record under a valid lease is never evicted (a full store of those rejects claims).
+   * The most records kept. When full, expired records go first, then completed ones (and
+   * lapsed leases), taken in claim order round the store; a record under a valid lease is never
+   * evicted (a full store of those rejects claims).
    * @default 10000
    */
   maxRecords?: number
@@ -35,16 +36,50 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
   }
   const records = new Map<string, IdempotencyRecord>()
   const id = (scope: string, key: string) => `${scope.length}:${scope}${key}`
+  // A lower bound on every stored record's expiresAt. While the clock is below it no record can
+  // be expired, so a full store skips its scan for expired records: without this, every claim
+  // into a full store walked all `maxRecords` records.
+  let earliestExpiry = Number.POSITIVE_INFINITY
+  const put = (rid: string, record: IdempotencyRecord) => {
+    records.set(rid, record)
+    if (record.expiresAt < earliestExpiry) earliestExpiry = record.expiresAt
+  }
+
+  // Where the last eviction stopped. A Map iterator stays valid while the Map changes, and
+  // resuming it keeps each eviction O(1): restarting from the first entry every time would walk
+  // the holes earlier deletions leave at the front of the Map's table.
+  let cursor: Iterator<[string, IdempotencyRecord]> | undefined
+
+  /** Deletes the next completed record or lapsed lease in claim order; false if there is none. */
+  function evictOne(at: number): boolean {
+    // Two passes at most: from the cursor to the end, then once more from the start.
+    for (let pass = 0; pass < 2; pass++) {
+      cursor ??= records.entries()
+      for (let next = cursor.next(); !next.done; next = cursor.next()) {
+        const [k, r] = next.value
+        if (r.status === 'completed' || r.lockedUntil <= at) {
+          records.delete(k)
+          return true
+        }
+      }
+      cursor = undefined
+    }
+    return false
+  }
 
   function makeRoom(at: number): void {
     if (records.size < maxRecords) return
-    for (const [k, r] of records) if (r.expiresAt <= at) records.delete(k)
-    for (const [k, r] of records) {
-      if (records.size < maxRecords) return
-      if (r.status === 'completed' || r.lockedUntil <= at) records.delete(k)
+    if (at >= earliestExpiry) {
+      earliestExpiry = Number.POSITIVE_INFINITY
+      for (const [k, r] of records) {
+        if (r.expiresAt <= at) records.delete(k)
+        else if (r.expiresAt < earliestExpiry) earliestExpiry = r.expiresAt
+      }
     }
-    if (records.size >= maxRecords) {
-      throw new Error(`memory store is full: ${maxRecords} records hold valid leases`)
+    while (records.size >= maxRecords) {
+      if (!evictOne(at)) {
+        throw new Error(`memory store is full: ${maxRecords} records hold valid leases`)
+      }
     }
   }
 
@@ -67,7 +102,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
         if (existing) records.delete(rid)
         makeRoom(at)
         const record = fresh()
-        records.set(rid, record)
+        put(rid, record)
         return { claimed: true, takeover: false, record: { ...record } }
       }
       if (
@@ -76,7 +111,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
         existing.fingerprint === input.fingerprint
       ) {
         const record = fresh()
-        records.set(rid, record)
+        put(rid, record)
         return { claimed: true, takeover: true, record: { ...record } }
       }
       return { claimed: false, record: { ...existing }, now: at }
@@ -88,7 +123,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
       if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
         return false
       }
-      records.set(rid, {
+      put(rid, {
         ...existing,
         status: 'completed',
         response: input.response,
