@@ -13,8 +13,54 @@ export interface Codec {
 }
 
 export const defaultCodec: Codec = {
-  encode: (value) => superjson.stringify(value),
+  // Most outcomes are plain JSON, and superjson writes those as `{"json":<the JSON>}` with no
+  // meta: writing that directly skips superjson's walk (and its garbage) on every first
+  // execution. Anything else (Dates, Maps, undefined, -0, shared references, ...) is superjson's.
+  encode: (value) =>
+    isPlainJson(value, 0, undefined)
+      ? `{"json":${JSON.stringify(value)}}`
+      : superjson.stringify(value),
   decode: (text) => superjson.parse(text),
+}
+
+/**
+ * True when superjson would add no meta to `value`: strings, booleans, null, finite numbers other
+ * than -0, arrays and plain objects of those, with no object met twice and no key superjson
+ * refuses. Nesting deeper than 64 answers false (superjson then decides).
+ */
+function isPlainJson(value: unknown, depth: number, seen: Set<object> | undefined): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true
+    case 'number':
+      return Number.isFinite(value) && !Object.is(value, -0)
+    case 'object': {
+      if (value === null) return true
+      if (depth > 64) return false
+      // superjson records an object met twice as a shared reference.
+      if (seen?.has(value)) return false
+      const visited = seen ?? new Set<object>()
+      visited.add(value)
+      if (Array.isArray(value)) {
+        if (Object.getPrototypeOf(value) !== Array.prototype) return false
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value) || !isPlainJson(value[i], depth + 1, visited)) return false
+        }
+        return true
+      }
+      const prototype = Object.getPrototypeOf(value)
+      if (prototype !== Object.prototype && prototype !== null) return false
+      for (const key in value) {
+        if (key === '__proto__' || key === 'constructor' || key === 'prototype') return false
+        if (key === 'toJSON') return false
+        if (!isPlainJson((value as Record<string, unknown>)[key], depth + 1, visited)) return false
+      }
+      return true
+    }
+    default:
+      return false
+  }
 }
 
 const canonicalJson = configure({ bigint: true, circularValue: Error, deterministic: true })
