@@ -5,22 +5,21 @@ import { useTestTables } from '../stores/drizzle-fixtures'
 import { databaseUrl } from '../support/env'
 import { describeAcceptance } from './acceptance'
 
-describe.skipIf(!databaseUrl)(
-  'engine on PostgreSQL [postgres] (skipped: DATABASE_URL is not set)',
-  () => {
-    // Several connections, so the duplicates race inside the server.
-    const client = postgres(databaseUrl ?? '', { max: 10, onnotice: () => {} })
-    afterAll(() => client.end())
-    const db = drizzle({ client })
-    const schema = 'im_test_engine_postgres'
-    const tables = useTestTables(() => db, schema)
+const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
 
-    describeAcceptance({
-      name: 'drizzle on postgres.js [postgres]',
-      db: () => db,
-      schema,
-      createStore: () => tables.createStore(),
-      concurrency: 100,
-    })
-  },
-)
+describe.skipIf(!databaseUrl)(`engine on PostgreSQL [postgres]${skipped}`, () => {
+  // Several connections, so the duplicates race inside the server.
+  const client = postgres(databaseUrl ?? '', { max: 10, onnotice: () => {} })
+  afterAll(() => client.end())
+  const db = drizzle({ client })
+  const schema = 'im_test_engine_postgres'
+  const tables = useTestTables(() => db, schema)
+
+  describeAcceptance({
+    name: 'drizzle on postgres.js [postgres]',
+    db: () => db,
+    schema,
+    createStore: () => tables.createStore(),
+    concurrency: 100,
+  })
+})
