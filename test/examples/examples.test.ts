@@ -1,0 +1,113 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { once } from 'node:events'
+import { createInterface } from 'node:readline'
+import { describe, expect, it, onTestFinished } from 'vitest'
+
+const root = new URL('../../', import.meta.url)
+
+/** Starts an npm script; resolves with the process and a reader of its output. */
+function start(script: string, env: Record<string, string> = {}) {
+  const child = spawn('npm', ['run', '--silent', script], {
+    cwd: root,
+    env: { ...process.env, NO_COLOR: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  onTestFinished(() => {
+    child.kill('SIGKILL')
+  })
+  let output = ''
+  child.stdout?.on('data', (chunk) => {
+    output += chunk
+  })
+  child.stderr?.on('data', (chunk) => {
+    output += chunk
+  })
+  return { child, output: () => output }
+}
+
+/** Resolves with the URL the server prints once it listens (its readiness signal). */
+async function listeningUrl(child: ChildProcess): Promise<string> {
+  const lines = createInterface({ input: child.stdout! })
+  for await (const line of lines) {
+    const match = /listening on (http:\/\/\S+)/.exec(line)
+    if (match) return match[1]!
+  }
+  throw new Error(`the server exited before listening (code ${child.exitCode})`)
+}
+
+async function post(url: string, key: string, body: unknown) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: JSON.stringify(body),
+  })
+  return {
+    status: response.status,
+    replay: response.headers.get('idempotent-replay'),
+    json: await response.json(),
+  }
+}
+
+describe.concurrent('the example servers', () => {
+  it('the tRPC example charges once for a key sent twice and replays the second', async () => {
+    const { child } = start('example:trpc', { PORT: '0' })
+    const url = await listeningUrl(child)
+    const orderId = `example-${randomUUID()}`
+    const key = randomUUID()
+    const body = { orderId, amount: 1234, currency: 'EUR' }
+    const first = await post(`${url}/charge`, key, body)
+    const second = await post(`${url}/charge`, key, body)
+    expect(first.status).toBe(200)
+    expect(first.replay).toBeNull()
+    expect(second).toMatchObject({ status: 200, replay: 'true' })
+    expect(second.json).toEqual(first.json)
+    const list = await (await fetch(`${url}/charges`)).json()
+    const rows = list.result.data.filter((row: { orderId: string }) => row.orderId === orderId)
+    expect(rows).toHaveLength(1)
+  }, 60_000)
+
+  it('the Yoga example charges once for a key sent twice and replays the second', async () => {
+    const { child } = start('example:yoga', { PORT: '0' })
+    const url = await listeningUrl(child)
+    const orderId = `example-${randomUUID()}`
+    const key = randomUUID()
+    const body = {
+      query: 'mutation ($o: String!) { charge(orderId: $o, amount: 1234, currency: "EUR") { id } }',
+      variables: { o: orderId },
+    }
+    const first = await post(url, key, body)
+    const second = await post(url, key, body)
+    expect(first.status).toBe(200)
+    expect(first.json.data.charge.id).toEqual(expect.any(Number))
+    expect(second).toMatchObject({ status: 200, replay: 'true' })
+    expect(second.json).toEqual(first.json)
+    const list = await post(url, randomUUID(), { query: '{ charges { orderId } }' })
+    const rows = list.json.data.charges.filter(
+      (row: { orderId: string }) => row.orderId === orderId,
+    )
+    expect(rows).toHaveLength(1)
+  }, 60_000)
+
+  it('the client example retries a lost response and gets the replay', async () => {
+    const { child, output } = start('example:client')
+    const [code] = await once(child, 'exit')
+    expect(output()).not.toMatch(/Error/)
+    expect(code).toBe(0)
+  }, 60_000)
+})
+
+describe('npm run demo', () => {
+  it('plays the story through both transports, exits 0 and shows one charge per key', async () => {
+    const { child, output } = start('demo')
+    const [code] = await once(child, 'exit')
+    const text = output()
+    expect(text, text).toContain('every expectation held')
+    expect(text).toMatch(
+      /4 charges for 4 keys, from \d+ charge requests: exactly one charge per key/,
+    )
+    expect(text.match(/Idempotent-Replay: true/g)).toHaveLength(2)
+    expect(text.match(/422 {2}KEY_REUSED/g)).toHaveLength(2)
+    expect(code).toBe(0)
+  }, 120_000)
+})
