@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs'
 
 const report = JSON.parse(readFileSync(process.argv[2], 'utf8'))
-const required = ['[postgres]']
+const required = ['[postgres]', '[redis]']
 const counts = Object.fromEntries(required.map((tag) => [tag, 0]))
 for (const file of report.testResults) {
   for (const test of file.assertionResults) {
