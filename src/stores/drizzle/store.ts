@@ -87,6 +87,9 @@ export function createTableStatements(table: IdempotencyTable = idempotencyKeys)
 // float8 comes back as a JavaScript number from every driver, and mapWith covers the rest.
 const epochMs = (value: SQL | PgColumn) =>
   sql<number>`floor(extract(epoch from ${value}) * 1000)::float8`.mapWith(Number)
+// A completed record that still counts: what a replay reads (`prefix` is a table alias and dot).
+const completedAndLive = (prefix: SQL) =>
+  sql`(${prefix}status = 'completed' and ${prefix}expires_at > now())`
 const asBoolean = (value: unknown) => value === true || value === 't' || value === 'true'
 const millisecondsFrom = (placeholder: SQLWrapper) =>
   sql`now() + ${placeholder}::float8 * interval '1 millisecond'`
@@ -161,19 +164,29 @@ export function createDrizzleStore(
    * `prior` reads the statement's snapshot, which still holds the row as it was before this
    * statement, so it tells a takeover from a claim of an absent or expired key.
    *
+   * A replay takes no lock. A record that is completed and not expired in this statement's
+   * snapshot cannot change under it (claim, complete, release and sweep all leave such a record
+   * alone), so the INSERT is skipped (`done`) and the snapshot's row is returned as it is.
+   * Without this, ON CONFLICT DO UPDATE (and FOR SHARE) would lock the row even when nothing is
+   * updated: a row lock is a WAL write, so every replay would wait for a durable commit.
+   *
    * READ COMMITTED corners, when another claim commits while this statement runs:
    * - it changed the row after this statement's snapshot (took it over, completed it): a plain
    *   SELECT would return the snapshot's stale version. `for share` makes Postgres fetch the
    *   row's latest version instead (the ON CONFLICT branch already holds its lock, so this
-   *   never waits), so every refused claimer sees the winner's record.
+   *   never waits), so every refused claimer sees the winner's record. A row that was not yet
+   *   completed in the snapshot but is now fails the `for share` branch's re-check, and the
+   *   snapshot branch does not see it completed: no row, and claim() runs again (see below).
    * - it inserted the row after the snapshot: ON CONFLICT sees it, the SELECT cannot, and the
    *   statement returns no row; claim() runs it again (see below).
    */
   const claimed = db.$with('claimed', {}).as(sql`
     insert into ${table} as t
       (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
-    values (${p.scope}, ${p.key}, ${p.fingerprint}, 'in_progress', null, ${p.leaseToken},
-      ${millisecondsFrom(p.lockTimeoutMs)}, ${millisecondsFrom(p.ttlMs)})
+    select ${p.scope}, ${p.key}, ${p.fingerprint}, 'in_progress', null, ${p.leaseToken},
+      ${millisecondsFrom(p.lockTimeoutMs)}, ${millisecondsFrom(p.ttlMs)}
+    where not exists (select 1 from ${table} as done
+      where done.scope = ${p.scope} and done.key = ${p.key} and ${completedAndLive(sql`done.`)})
     on conflict (scope, key) do update set
       fingerprint = excluded.fingerprint, status = excluded.status, response = null,
       lease_token = excluded.lease_token, locked_until = excluded.locked_until,
@@ -200,9 +213,16 @@ export function createDrizzleStore(
       union all
       select false, false, scope, key, fingerprint, status, response, lease_token,
         locked_until, expires_at
+      from ${table}
+      where scope = ${p.scope} and key = ${p.key} and not exists (select 1 from claimed)
+        and ${completedAndLive(sql``)}
+      union all
+      select false, false, scope, key, fingerprint, status, response, lease_token,
+        locked_until, expires_at
       from (
         select * from ${table}
         where scope = ${p.scope} and key = ${p.key} and not exists (select 1 from claimed)
+          and not ${completedAndLive(sql``)}
         for share
       ) as standing
     ) as r`)
