@@ -1,0 +1,156 @@
+/**
+ * Measurement helpers. Every variant of a comparison runs in the same process, in rounds that
+ * interleave the variants (each round in a rotated order), so drift in the machine's speed (other
+ * tenants, CPU boost, GC) lands on every variant alike and the ratios between them hold even
+ * when absolute times do not. Every loop is bounded by both a count and a time budget.
+ */
+
+export interface Budget {
+  /** Operations per variant per round. */
+  batch: number
+  /** Rounds at most; at least `minRounds` run even when the time budget is spent. */
+  rounds: number
+  minRounds?: number
+  /** Wall-clock budget for all rounds of this comparison, in milliseconds. */
+  maxMs: number
+  /** Untimed rounds first, to let the JIT, caches and connection pools settle. */
+  warmupRounds?: number
+  /** Callers in flight at once (each runs `batch / concurrency` operations in turn). @default 1 */
+  concurrency?: number
+  /** Time each operation separately (for p50/p99). Adds a `performance.now()` pair per op. */
+  latencies?: boolean
+}
+
+export interface Variant {
+  name: string
+  /** Runs operation number `i` of this variant (numbers never repeat within a variant). */
+  op: (i: number) => Promise<unknown> | unknown
+}
+
+export interface VariantStats {
+  name: string
+  ops: number
+  wallMs: number
+  /** User + system CPU time of the whole process per operation, in microseconds. */
+  cpuUsPerOp: number
+  opsPerSecond: number
+  /** Wall time per operation (wall / ops, for one caller in flight), in microseconds. */
+  wallUsPerOp: number
+  p50Ms?: number
+  p99Ms?: number
+}
+
+interface Accumulator {
+  ops: number
+  wallMs: number
+  cpuUs: number
+  latencies: number[]
+}
+
+async function runBatch(
+  variant: Variant,
+  start: number,
+  count: number,
+  concurrency: number,
+  latencies: number[] | undefined,
+): Promise<void> {
+  let next = start
+  const end = start + count
+  const worker = async () => {
+    while (next < end) {
+      const i = next++
+      if (latencies) {
+        const t0 = performance.now()
+        await variant.op(i)
+        latencies.push(performance.now() - t0)
+      } else {
+        await variant.op(i)
+      }
+    }
+  }
+  if (concurrency === 1) return worker()
+  await Promise.all(Array.from({ length: concurrency }, worker))
+}
+
+/** Runs `variants` side by side under `budget` and returns one summary per variant. */
+export async function compare(variants: Variant[], budget: Budget): Promise<VariantStats[]> {
+  const concurrency = budget.concurrency ?? 1
+  const minRounds = Math.min(budget.minRounds ?? 2, budget.rounds)
+  const counters = variants.map(() => 0)
+  const totals: Accumulator[] = variants.map(() => ({ ops: 0, wallMs: 0, cpuUs: 0, latencies: [] }))
+
+  for (let round = 0; round < (budget.warmupRounds ?? 1); round++) {
+    for (const [index, variant] of variants.entries()) {
+      await runBatch(variant, counters[index]!, budget.batch, concurrency, undefined)
+      counters[index]! += budget.batch
+    }
+  }
+
+  const startedAt = performance.now()
+  for (let round = 0; round < budget.rounds; round++) {
+    if (round >= minRounds && performance.now() - startedAt > budget.maxMs) break
+    for (let step = 0; step < variants.length; step++) {
+      const index = (round + step) % variants.length
+      const variant = variants[index]!
+      const total = totals[index]!
+      const cpu0 = process.cpuUsage()
+      const t0 = performance.now()
+      await runBatch(
+        variant,
+        counters[index]!,
+        budget.batch,
+        concurrency,
+        budget.latencies ? total.latencies : undefined,
+      )
+      const wall = performance.now() - t0
+      const cpu = process.cpuUsage(cpu0)
+      counters[index]! += budget.batch
+      total.ops += budget.batch
+      total.wallMs += wall
+      total.cpuUs += cpu.user + cpu.system
+    }
+  }
+
+  return variants.map((variant, index) => summarize(variant.name, totals[index]!))
+}
+
+function summarize(name: string, total: Accumulator): VariantStats {
+  const stats: VariantStats = {
+    name,
+    ops: total.ops,
+    wallMs: round(total.wallMs, 1),
+    cpuUsPerOp: round(total.cpuUs / total.ops, 2),
+    opsPerSecond: Math.round((total.ops / total.wallMs) * 1000),
+    wallUsPerOp: round((total.wallMs * 1000) / total.ops, 2),
+  }
+  if (total.latencies.length > 0) {
+    stats.p50Ms = round(percentile(total.latencies, 0.5), 3)
+    stats.p99Ms = round(percentile(total.latencies, 0.99), 3)
+  }
+  return stats
+}
+
+/** The nearest-rank percentile of `values` (sorted here, in place). */
+export function percentile(values: number[], fraction: number): number {
+  if (values.length === 0) return Number.NaN
+  values.sort((a, b) => a - b)
+  const rank = Math.min(values.length - 1, Math.max(0, Math.ceil(fraction * values.length) - 1))
+  return values[rank]!
+}
+
+export function round(value: number, digits: number): number {
+  const factor = 10 ** digits
+  return Math.round(value * factor) / factor
+}
+
+/** `a / b`, rounded for a table; NaN when either is missing. */
+export function ratio(a: number | undefined, b: number | undefined, digits = 2): number {
+  if (a === undefined || b === undefined || b === 0) return Number.NaN
+  return round(a / b, digits)
+}
+
+export function byName(stats: VariantStats[], name: string): VariantStats {
+  const found = stats.find((s) => s.name === name)
+  if (!found) throw new Error(`bench: no variant named ${name}`)
+  return found
+}

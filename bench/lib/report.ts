@@ -1,0 +1,267 @@
+/** Turns a run's results into the checked targets, the Markdown summary and the console lines. */
+import type { DrizzleResult } from '../sections/drizzle'
+import type { EngineResult } from '../sections/engine'
+import type { HttpResult } from '../sections/http'
+import type { RedisResult } from '../sections/redis'
+import type { Machine } from './machine'
+import { byName, type VariantStats } from './measure'
+
+export interface Results {
+  machine: Machine
+  mode: 'full' | 'quick'
+  /** What the package was measured as: the tsup build, or the sources through tsx. */
+  measured: 'build' | 'source'
+  backends: { pglite: boolean; postgres: boolean; redis: boolean }
+  durationSeconds: number
+  engine?: EngineResult
+  drizzle: DrizzleResult[]
+  redis?: RedisResult
+  http?: HttpResult
+  targets: Target[]
+}
+
+export interface Target {
+  name: string
+  target: string
+  measured: string
+  met: boolean
+}
+
+export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
+  const targets: Target[] = []
+  const { engine, http } = results
+  if (engine) {
+    const { ours, powertools, 'node-idempotency': nodeIdempotency } = engine.overheadUs
+    targets.push(
+      {
+        name: 'engine overhead, keyed first execution (memory store)',
+        target: '≤ 8 µs CPU over a direct call',
+        measured: `${ours!.first} µs`,
+        met: ours!.first <= 8,
+      },
+      {
+        name: 'engine overhead, replay (memory store)',
+        target: '≤ 5 µs CPU over a direct call',
+        measured: `${ours!.replay} µs`,
+        met: ours!.replay <= 5,
+      },
+    )
+    for (const [path, key] of [
+      ['first execution', 'first'],
+      ['replay', 'replay'],
+    ] as const) {
+      targets.push({
+        name: `engine ${path} ahead of both peers (in-memory backend)`,
+        target: 'less CPU than Powertools and @node-idempotency/core',
+        measured: `ours ${ours![key]} µs, Powertools ${powertools![key]} µs, node-idempotency ${nodeIdempotency![key]} µs`,
+        met: ours![key] < powertools![key] && ours![key] < nodeIdempotency![key],
+      })
+    }
+  }
+  for (const drizzle of results.drizzle) {
+    for (const { concurrency, result } of drizzle.storms) {
+      targets.push({
+        name: `${drizzle.backend}: ${result.callers}-caller storm on one key (${concurrency})`,
+        target: 'handler runs once, every caller answered',
+        measured: `${result.executions} execution(s), ${result.unanswered} unanswered`,
+        met: result.executions === 1 && result.unanswered === 0,
+      })
+    }
+  }
+  if (results.redis) {
+    for (const library of results.redis.libraries.filter(
+      (l) => l.library === 'idempotent-mutations',
+    )) {
+      targets.push({
+        name: `Redis (${library.client}): ${library.storm.callers}-caller storm on one key`,
+        target: 'handler runs once',
+        measured: `${library.storm.executions} execution(s)`,
+        met: library.storm.executions === 1 && library.storm.unanswered === 0,
+      })
+    }
+  }
+  if (http) {
+    for (const adapter of ['tRPC', 'Yoga'] as const) {
+      const ratios = http.ratios[adapter]
+      targets.push(
+        {
+          name: `${adapter} over HTTP (${http.backend}): first execution vs hand-written SQL floor`,
+          target: '≤ 1.10×',
+          measured: `${ratios.firstVsFloor}×`,
+          met: ratios.firstVsFloor <= 1.1,
+        },
+        {
+          name: `${adapter} over HTTP (${http.backend}): replay vs hand-written SQL floor`,
+          target: '≤ 1.00×',
+          measured: `${ratios.replayVsFloor}×`,
+          met: ratios.replayVsFloor <= 1,
+        },
+      )
+    }
+  }
+  targets.push({
+    name: '`npm run bench` duration',
+    target: '< 180 s',
+    measured: `${results.durationSeconds} s`,
+    met: results.durationSeconds < 180,
+  })
+  return targets
+}
+
+const cell = (value: number | string | undefined) =>
+  value === undefined || (typeof value === 'number' && Number.isNaN(value)) ? '–' : String(value)
+
+function table(header: string[], rows: (number | string | undefined)[][]): string {
+  return [
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+    ...rows.map((row) => `| ${row.map(cell).join(' | ')} |`),
+  ].join('\n')
+}
+
+function latencyRows(variants: VariantStats[]) {
+  return variants.map((v) => [v.name, v.p50Ms, v.p99Ms, v.opsPerSecond, v.cpuUsPerOp])
+}
+
+export function toMarkdown(results: Results): string {
+  const { machine } = results
+  const ran = Object.entries(results.backends)
+    .filter(([, on]) => on)
+    .map(([name]) => name)
+  const out: string[] = [
+    '# Benchmark results',
+    '',
+    `${machine.date} · ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB · Node ${machine.node} (${machine.platform}) · load average at start ${machine.loadAverageAtStart} · backends: ${ran.join(', ')} · measured: ${results.measured === 'build' ? 'the tsup build' : 'sources through tsx'} · ${results.durationSeconds} s`,
+    '',
+    'Every comparison ran its variants interleaved in one process; compare ratios, not absolute times.',
+    '',
+    '## Targets',
+    '',
+    table(
+      ['what', 'target', 'measured', 'met'],
+      results.targets.map((t) => [t.name, t.target, t.measured, t.met ? 'yes' : '**no**']),
+    ),
+  ]
+  if (results.engine) {
+    const { engine } = results
+    out.push(
+      '',
+      '## Engine overhead (in-memory backend)',
+      '',
+      'CPU µs per operation of the whole process (`process.cpuUsage`), and the same minus a direct call of the handler.',
+      '',
+      table(
+        ['variant', 'ops/s', 'CPU µs/op', 'CPU µs over direct call'],
+        engine.variants.map((v) => {
+          const direct = byName(engine.variants, 'direct call').cpuUsPerOp
+          return [
+            v.name,
+            v.opsPerSecond,
+            v.cpuUsPerOp,
+            v.name === 'direct call' ? '–' : Math.round((v.cpuUsPerOp - direct) * 100) / 100,
+          ]
+        }),
+      ),
+    )
+  }
+  for (const drizzle of results.drizzle) {
+    out.push(
+      '',
+      `## Drizzle store on ${drizzle.backend}`,
+      '',
+      `Pool: ${drizzle.poolSize} connection(s) · synchronous_commit=${drizzle.settings.synchronous_commit}, fsync=${drizzle.settings.fsync} · server ${drizzle.settings.server_version} · SQL statements per first execution: ${drizzle.statementsPerOp.firstExecution}, per replay: ${drizzle.statementsPerOp.replay}`,
+      '',
+      table(['one caller', 'p50 ms', 'p99 ms', 'ops/s', 'CPU µs/op'], latencyRows(drizzle.latency)),
+      '',
+      table(
+        ['distinct keys in flight', 'first executions/s', 'p50 ms', 'p99 ms'],
+        drizzle.throughput.map((t) => [t.keysInFlight, t.opsPerSecond, t.p50Ms, t.p99Ms]),
+      ),
+      '',
+      table(
+        ['storm on one key', 'callers', 'handler ran', 'all answered after ms', 'answers'],
+        drizzle.storms.map(({ concurrency, result }) => [
+          `concurrency: '${concurrency}'`,
+          result.callers,
+          result.executions,
+          result.allAnsweredMs,
+          Object.entries(result.answers)
+            .map(([kind, count]) => `${count} × ${kind}`)
+            .join(', '),
+        ]),
+      ),
+    )
+  }
+  if (results.redis) {
+    const { redis } = results
+    out.push(
+      '',
+      '## Redis, side by side',
+      '',
+      table(
+        [
+          'library (client)',
+          'round trips, first execution',
+          'round trips, replay',
+          'storm: callers',
+          'storm: handler ran',
+          'storm: answers',
+        ],
+        redis.libraries.map((l) => [
+          `${l.library} (${l.client})`,
+          l.roundTrips.firstExecution,
+          l.roundTrips.replay,
+          l.storm.callers,
+          l.storm.executions,
+          Object.entries(l.storm.answers)
+            .map(([kind, count]) => `${count} × ${kind}`)
+            .join(', '),
+        ]),
+      ),
+      '',
+      table(['one caller', 'p50 ms', 'p99 ms', 'ops/s', 'CPU µs/op'], latencyRows(redis.latency)),
+    )
+  }
+  if (results.http) {
+    const { http } = results
+    out.push(
+      '',
+      `## End to end over HTTP (${http.backend}, synchronous_commit=${http.settings.synchronous_commit}, fsync=${http.settings.fsync})`,
+      '',
+      table(
+        ['request', 'mean ms', 'p50 ms', 'p99 ms', 'SQL statements', 'CPU µs/request'],
+        http.variants.map((v) => [
+          v.name,
+          Math.round(v.wallUsPerOp) / 1000,
+          v.p50Ms,
+          v.p99Ms,
+          http.statementsPerRequest[v.name],
+          v.cpuUsPerOp,
+        ]),
+      ),
+      '',
+      table(
+        [
+          'adapter',
+          'first execution ÷ plain',
+          'replay ÷ plain',
+          'first execution ÷ floor',
+          'replay ÷ floor',
+          'floor first ÷ plain',
+        ],
+        (['tRPC', 'Yoga'] as const).map((adapter) => {
+          const r = http.ratios[adapter]
+          return [
+            adapter,
+            r.firstVsPlain,
+            r.replayVsPlain,
+            r.firstVsFloor,
+            r.replayVsFloor,
+            r.floorFirstVsPlain,
+          ]
+        }),
+      ),
+    )
+  }
+  return `${out.join('\n')}\n`
+}

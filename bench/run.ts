@@ -1,0 +1,209 @@
+/**
+ * `npm run bench`: measures idempotent-mutations against a direct call, the two peer libraries
+ * and a hand-written SQL floor, and writes bench/results/latest.json and latest.md.
+ *
+ *   npm run bench                      engine, Drizzle store on PGlite, HTTP on PGlite
+ *   DATABASE_URL=... REDIS_URL=... npm run bench
+ *                                      + Drizzle store on PostgreSQL, Redis side by side,
+ *                                        HTTP on PostgreSQL instead of PGlite
+ *   npm run bench -- --quick           a few operations of each, to check the script runs
+ *                                      (prints, writes no results)
+ *   npm run bench -- --only=engine,http   some sections only (engine, drizzle, redis, http)
+ *   npm run bench -- --source          measure the TypeScript sources through tsx instead of
+ *                                      the tsup build
+ *
+ * Every loop is bounded by a count and a time budget; servers listen on 127.0.0.1 only.
+ */
+import { mkdir, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { type BuiltLibrary, buildLibrary, loadSources } from './lib/build'
+import { openDatabase } from './lib/database'
+import { describeMachine } from './lib/machine'
+import { checkTargets, type Results, toMarkdown } from './lib/report'
+import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
+import { benchEngine } from './sections/engine'
+import { benchHttp } from './sections/http'
+import { benchRedis, type RedisBudgets } from './sections/redis'
+
+const sections = ['engine', 'drizzle', 'redis', 'http'] as const
+type Section = (typeof sections)[number]
+
+const args = process.argv.slice(2)
+const quick = args.includes('--quick')
+const fromSource = args.includes('--source')
+const only = args
+  .find((arg) => arg.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',')
+  .filter(Boolean)
+for (const name of only ?? []) {
+  if (!sections.includes(name as Section)) {
+    throw new Error(`bench: unknown section ${name} (known: ${sections.join(', ')})`)
+  }
+}
+const wanted = (section: Section) => only === undefined || only.includes(section)
+
+const databaseUrl = process.env.DATABASE_URL || undefined
+const redisUrl = process.env.REDIS_URL || undefined
+for (const [name, url] of [
+  ['DATABASE_URL', databaseUrl],
+  ['REDIS_URL', redisUrl],
+] as const) {
+  // The bench opens servers and floods them: never anything but this machine.
+  if (url && !/^[a-z]+:\/\/([^@/]*@)?(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/.test(url)) {
+    throw new Error(`bench: ${name} must point at a loopback address (127.0.0.1, localhost, ::1)`)
+  }
+}
+
+const budgets = quick
+  ? {
+      engine: { batch: 200, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
+      drizzle: {
+        latency: { batch: 10, rounds: 2, maxMs: 2_000 },
+        throughput: { batch: 64, rounds: 1, minRounds: 1, maxMs: 2_000, warmupRounds: 0 },
+        concurrency: [1, 16, 64],
+        stormCallers: 50,
+        waitStormCallers: 20,
+        stormWorkMs: 20,
+      } satisfies DrizzleBudgets,
+      redis: {
+        latency: { batch: 10, rounds: 2, maxMs: 2_000 },
+        stormCallers: 20,
+        stormWorkMs: 20,
+      } satisfies RedisBudgets,
+      http: { batch: 4, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
+    }
+  : {
+      engine: { batch: 4_000, rounds: 12, maxMs: 20_000, warmupRounds: 2 },
+      drizzle: {
+        latency: { batch: 100, rounds: 10, maxMs: 8_000 },
+        throughput: { batch: 192, rounds: 2, maxMs: 3_000, warmupRounds: 1 },
+        concurrency: [1, 16, 64],
+        stormCallers: 1_000,
+        waitStormCallers: 200,
+        stormWorkMs: 50,
+      } satisfies DrizzleBudgets,
+      redis: {
+        latency: { batch: 200, rounds: 8, maxMs: 10_000 },
+        stormCallers: 200,
+        stormWorkMs: 50,
+      } satisfies RedisBudgets,
+      http: { batch: 40, rounds: 10, maxMs: 30_000, warmupRounds: 1 },
+    }
+
+const log = (line: string) => console.log(`[bench] ${line}`)
+
+async function main(): Promise<void> {
+  const startedAt = performance.now()
+  const machine = describeMachine()
+  log(
+    `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load average ${machine.loadAverageAtStart}`,
+  )
+  log(
+    `backends: PGlite${databaseUrl ? ', PostgreSQL' : ' (DATABASE_URL not set: no PostgreSQL)'}${redisUrl ? ', Redis' : ' (REDIS_URL not set: no Redis)'}`,
+  )
+  const lib: BuiltLibrary = fromSource ? await loadSources() : await buildLibrary()
+  log(fromSource ? 'measuring the sources through tsx' : 'measuring the tsup build')
+
+  const results: Omit<Results, 'targets' | 'durationSeconds'> = {
+    machine,
+    mode: quick ? 'quick' : 'full',
+    measured: fromSource ? 'source' : 'build',
+    backends: { pglite: true, postgres: Boolean(databaseUrl), redis: Boolean(redisUrl) },
+    drizzle: [],
+  }
+  try {
+    if (wanted('engine')) {
+      log('engine overhead, memory store vs Powertools vs @node-idempotency/core ...')
+      results.engine = await benchEngine(lib, budgets.engine)
+      const { ours, powertools, 'node-idempotency': peer } = results.engine.overheadUs
+      log(
+        `  CPU µs over a direct call, first execution / replay: ours ${ours!.first} / ${ours!.replay}, Powertools ${powertools!.first} / ${powertools!.replay}, node-idempotency ${peer!.first} / ${peer!.replay}`,
+      )
+    }
+    if (wanted('drizzle')) {
+      for (const backend of databaseUrl
+        ? (['pglite', 'postgres'] as const)
+        : (['pglite'] as const)) {
+        log(`Drizzle store on ${backend} ...`)
+        const database = await openDatabase(backend, databaseUrl)
+        try {
+          const result = await benchDrizzle(lib, database, budgets.drizzle)
+          results.drizzle.push(result)
+          const [, first, replay] = result.latency
+          log(
+            `  p50 first execution ${first!.p50Ms} ms (${result.statementsPerOp.firstExecution} statements), replay ${replay!.p50Ms} ms (${result.statementsPerOp.replay}); ${result.throughput.map((t) => `${t.keysInFlight} keys ${t.opsPerSecond}/s`).join(', ')}`,
+          )
+          for (const { concurrency, result: s } of result.storms) {
+            log(
+              `  storm (${concurrency}): ${s.callers} callers, handler ran ${s.executions}×, all answered in ${s.allAnsweredMs} ms`,
+            )
+          }
+        } finally {
+          await database.close()
+        }
+      }
+    }
+    if (wanted('redis')) {
+      if (redisUrl) {
+        log('Redis: ours vs Powertools vs @node-idempotency/core ...')
+        results.redis = await benchRedis(lib, redisUrl, budgets.redis)
+        for (const l of results.redis.libraries) {
+          log(
+            `  ${l.library} (${l.client}): round trips ${l.roundTrips.firstExecution} first / ${l.roundTrips.replay} replay; storm of ${l.storm.callers}: handler ran ${l.storm.executions}×`,
+          )
+        }
+      } else {
+        log('Redis: skipped (REDIS_URL is not set)')
+      }
+    }
+    if (wanted('http')) {
+      const backend = databaseUrl ? 'postgres' : 'pglite'
+      log(`end to end over HTTP on ${backend}: tRPC and Yoga, plain vs ours vs SQL floor ...`)
+      const database = await openDatabase(backend, databaseUrl)
+      try {
+        results.http = await benchHttp(lib, database, budgets.http)
+        for (const [adapter, r] of Object.entries(results.http.ratios)) {
+          log(
+            `  ${adapter}: first ÷ plain ${r.firstVsPlain}, replay ÷ plain ${r.replayVsPlain}, first ÷ floor ${r.firstVsFloor}, replay ÷ floor ${r.replayVsFloor}`,
+          )
+        }
+      } finally {
+        await database.close()
+      }
+    }
+  } finally {
+    await lib.dispose()
+  }
+
+  const durationSeconds = Math.round((performance.now() - startedAt) / 100) / 10
+  const complete: Results = {
+    ...results,
+    durationSeconds,
+    targets: checkTargets({ ...results, durationSeconds }),
+  }
+  log(`done in ${durationSeconds} s`)
+  for (const target of complete.targets) {
+    log(
+      `  ${target.met ? 'met   ' : 'MISSED'} ${target.name}: ${target.measured} (${target.target})`,
+    )
+  }
+  if (quick) {
+    log('quick mode: no results written')
+    return
+  }
+  const directory = join(import.meta.dirname, 'results')
+  await mkdir(directory, { recursive: true })
+  await writeFile(join(directory, 'latest.json'), `${JSON.stringify(complete, null, 2)}\n`)
+  await writeFile(join(directory, 'latest.md'), toMarkdown(complete))
+  log(`wrote ${join('bench', 'results', 'latest.json')} and latest.md`)
+}
+
+main().then(
+  // Open handles of the peers' clients must not keep the process alive.
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error)
+    process.exit(1)
+  },
+)

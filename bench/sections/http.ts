@@ -1,0 +1,283 @@
+/**
+ * End to end over real sockets on 127.0.0.1: a tRPC mutation (standalone Node adapter) and a
+ * Yoga mutation (node:http) that each insert one order row, measured side by side in one process:
+ *
+ * - plain: the mutation without the middleware/plugin;
+ * - ours: with it, a first execution (new key) and a replay (recorded key);
+ * - floor: the same mutation wrapped in hand-written minimal SQL instead: one statement that
+ *   claims the key or returns its record, the business insert, one completing update; a replay
+ *   is answered from the record that single claim statement returns. No fingerprint, lease
+ *   token, expiry, takeover or error recording: the least SQL that still runs a key once.
+ *
+ * Every statement commits on its own with the server's normal (durable) commit.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { initTRPC } from '@trpc/server'
+import { createHTTPServer } from '@trpc/server/adapters/standalone'
+import { createSchema, createYoga } from 'graphql-yoga'
+import type { Library } from '../lib/build'
+import type { Database } from '../lib/database'
+import { type Budget, byName, compare, ratio, round, type VariantStats } from '../lib/measure'
+
+export interface HttpResult {
+  backend: string
+  settings: Record<string, string>
+  variants: VariantStats[]
+  /** SQL statements per request (store, business and floor statements together). */
+  statementsPerRequest: Record<string, number>
+  /** Per adapter: mean time per request relative to the plain mutation and to the floor. */
+  ratios: Record<
+    'tRPC' | 'Yoga',
+    {
+      firstVsPlain: number
+      replayVsPlain: number
+      firstVsFloor: number
+      replayVsFloor: number
+      floorFirstVsPlain: number
+    }
+  >
+}
+
+interface OrderRow {
+  id: string
+  item: string
+  quantity: number
+}
+
+interface OrderInput {
+  item: string
+  quantity: number
+}
+
+const replayKeys = 50
+
+export async function benchHttp(
+  lib: Library,
+  database: Database,
+  budget: Budget,
+): Promise<HttpResult> {
+  const { schema, query } = database
+  await query(`create table "${schema}".orders (
+    id bigint generated always as identity primary key,
+    item text not null,
+    quantity int not null,
+    created_at timestamptz not null default now())`)
+  await query(`create table "${schema}".floor_keys (
+    key text primary key, status text not null, response text)`)
+  const table = lib.drizzle.defineIdempotencyTable('records_http', schema)
+  const store = lib.drizzle.createDrizzleStore(database.db, { table })
+  await store.ensureTable()
+  const idempotency = lib.core.createIdempotency({ store })
+
+  // Counts the statements this section sends itself; the store's are counted by drizzle.
+  let ownStatements = 0
+  const run = async <Row>(text: string, params: unknown[]) => {
+    ownStatements++
+    return query<Row>(text, params)
+  }
+
+  const insertOrder = async (input: OrderInput): Promise<OrderRow> => {
+    const [row] = await run<OrderRow>(
+      `insert into "${schema}".orders (item, quantity) values ($1, $2)
+       returning id::text as id, item, quantity`,
+      [input.item, input.quantity],
+    )
+    return row!
+  }
+
+  const claimFloor = `with claimed as (
+      insert into "${schema}".floor_keys (key, status) values ($1, 'in_progress')
+      on conflict (key) do nothing
+      returning status, response)
+    select true as claimed, status, response from claimed
+    union all
+    select false, status, response from "${schema}".floor_keys
+    where key = $1 and not exists (select 1 from claimed)`
+  const completeFloor = `update "${schema}".floor_keys set status = 'completed', response = $2
+    where key = $1`
+  const floor = async (key: string, mutate: () => Promise<OrderRow>): Promise<OrderRow> => {
+    const [record] = await run<{ claimed: boolean; status: string; response: string | null }>(
+      claimFloor,
+      [key],
+    )
+    if (record?.claimed) {
+      const value = await mutate()
+      await run(completeFloor, [key, JSON.stringify(value)])
+      return value
+    }
+    if (record?.status === 'completed' && record.response !== null) {
+      return JSON.parse(record.response) as OrderRow
+    }
+    throw new Error('in progress')
+  }
+
+  const servers = await Promise.all([startTrpc(), ...startYogas()])
+  try {
+    const [trpcUrl, yogaPlainUrl, yogaIdempotentUrl] = servers.map((server) => server.url)
+    const post = async (url: string, body: string, key?: string) => {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json',
+          ...(key === undefined ? {} : { 'idempotency-key': key }),
+        },
+        body,
+      })
+      const text = await response.text()
+      if (response.status !== 200 || text.includes('"errors"')) {
+        throw new Error(`bench: ${url} answered ${response.status}: ${text.slice(0, 300)}`)
+      }
+      return response
+    }
+    const order = { item: 'standing desk', quantity: 2 }
+    const trpcBody = JSON.stringify(order)
+    const gql = (field: string) =>
+      JSON.stringify({
+        query: `mutation ($item: String!, $quantity: Int!) { ${field}(item: $item, quantity: $quantity) { id item quantity } }`,
+        variables: order,
+      })
+    const yogaBody = gql('createOrder')
+    const yogaFloorBody = gql('createOrderFloor')
+
+    const requests: Record<string, (i: number) => Promise<unknown>> = {
+      'tRPC plain': () => post(`${trpcUrl}/plain`, trpcBody),
+      'tRPC ours: first execution': (i) => post(`${trpcUrl}/idempotent`, trpcBody, `t-first-${i}`),
+      'tRPC ours: replay': (i) =>
+        post(`${trpcUrl}/idempotent`, trpcBody, `t-replay-${i % replayKeys}`),
+      'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
+      'tRPC floor: replay': (i) =>
+        post(`${trpcUrl}/floor`, trpcBody, `t-floor-replay-${i % replayKeys}`),
+      'Yoga plain': () => post(yogaPlainUrl!, yogaBody),
+      'Yoga ours: first execution': (i) => post(yogaIdempotentUrl!, yogaBody, `y-first-${i}`),
+      'Yoga ours: replay': (i) => post(yogaIdempotentUrl!, yogaBody, `y-replay-${i % replayKeys}`),
+      'Yoga floor: first execution': (i) => post(yogaPlainUrl!, yogaFloorBody, `y-floor-${i}`),
+      'Yoga floor: replay': (i) =>
+        post(yogaPlainUrl!, yogaFloorBody, `y-floor-replay-${i % replayKeys}`),
+    }
+
+    // Record the replayed keys, check that a replay is one (the header says so), and count
+    // each kind of request's statements, all before timing starts.
+    for (let i = 0; i < replayKeys; i++) {
+      for (const name of Object.keys(requests).filter((n) => n.endsWith('replay'))) {
+        await requests[name]!(i)
+      }
+    }
+    for (const [url, body] of [
+      [`${trpcUrl}/idempotent`, trpcBody],
+      [yogaIdempotentUrl!, yogaBody],
+    ] as const) {
+      const response = await post(
+        url,
+        body,
+        url === yogaIdempotentUrl ? 'y-replay-0' : 't-replay-0',
+      )
+      if (response.headers.get('idempotent-replay') !== 'true') {
+        throw new Error(`bench: ${url} did not replay a recorded key`)
+      }
+    }
+    const statementsPerRequest: Record<string, number> = {}
+    for (const [name, request] of Object.entries(requests)) {
+      const before = ownStatements + database.statements.count
+      const times = 10
+      for (let i = 0; i < times; i++) await request(1_000_000 + i)
+      statementsPerRequest[name] = round(
+        (ownStatements + database.statements.count - before) / times,
+        2,
+      )
+    }
+
+    const variants = await compare(
+      Object.entries(requests).map(([name, op]) => ({ name, op })),
+      { ...budget, latencies: true },
+    )
+    const mean = (name: string) => byName(variants, name).wallUsPerOp
+    const ratiosOf = (adapter: 'tRPC' | 'Yoga') => ({
+      firstVsPlain: ratio(mean(`${adapter} ours: first execution`), mean(`${adapter} plain`)),
+      replayVsPlain: ratio(mean(`${adapter} ours: replay`), mean(`${adapter} plain`)),
+      firstVsFloor: ratio(
+        mean(`${adapter} ours: first execution`),
+        mean(`${adapter} floor: first execution`),
+      ),
+      replayVsFloor: ratio(mean(`${adapter} ours: replay`), mean(`${adapter} floor: replay`)),
+      floorFirstVsPlain: ratio(mean(`${adapter} floor: first execution`), mean(`${adapter} plain`)),
+    })
+    return {
+      backend: database.backend,
+      settings: database.settings,
+      variants,
+      statementsPerRequest,
+      ratios: { tRPC: ratiosOf('tRPC'), Yoga: ratiosOf('Yoga') },
+    }
+  } finally {
+    await Promise.all(servers.map((server) => server.close()))
+  }
+
+  async function startTrpc() {
+    const t = initTRPC.context<{ req: IncomingMessage; res: ServerResponse }>().create()
+    const parse = (raw: unknown) => raw as OrderInput
+    const middleware = lib.trpc.createIdempotencyMiddleware({ idempotency })
+    const router = t.router({
+      plain: t.procedure.input(parse).mutation(({ input }) => insertOrder(input)),
+      idempotent: t.procedure
+        .use(middleware)
+        .input(parse)
+        .mutation(({ input }) => insertOrder(input)),
+      floor: t.procedure.input(parse).mutation(({ input, ctx }) => {
+        const key = ctx.req.headers['idempotency-key']
+        if (typeof key !== 'string') throw new Error('the floor needs a key')
+        return floor(key, () => insertOrder(input))
+      }),
+    })
+    const server = createHTTPServer({ router, createContext: ({ req, res }) => ({ req, res }) })
+    return listen(server)
+  }
+
+  function startYogas() {
+    const typeDefs = /* GraphQL */ `
+      type Order {
+        id: ID!
+        item: String!
+        quantity: Int!
+      }
+      type Query {
+        ok: Boolean
+      }
+      type Mutation {
+        createOrder(item: String!, quantity: Int!): Order!
+        createOrderFloor(item: String!, quantity: Int!): Order!
+      }
+    `
+    const resolvers = {
+      Mutation: {
+        createOrder: (_: unknown, input: OrderInput) => insertOrder(input),
+        createOrderFloor: (_: unknown, input: OrderInput, context: { request: Request }) => {
+          const key = context.request.headers.get('idempotency-key')
+          if (key === null) throw new Error('the floor needs a key')
+          return floor(key, () => insertOrder(input))
+        },
+      },
+    }
+    const plain = createYoga({ schema: createSchema({ typeDefs, resolvers }), logging: false })
+    const withPlugin = createYoga({
+      schema: createSchema({ typeDefs, resolvers }),
+      logging: false,
+      plugins: [lib.envelop.useIdempotency({ idempotency })],
+    })
+    return [listen(createServer(plain), '/graphql'), listen(createServer(withPlugin), '/graphql')]
+  }
+}
+
+async function listen(server: Server, path = '') {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}${path}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
