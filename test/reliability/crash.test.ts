@@ -14,8 +14,11 @@ import { type Adapter, callOrder } from './fixtures/storm'
 
 const schema = 'im_rel_crash'
 const table = 'keys'
-// Short leases, so a dead executor's key comes back within the test.
+// Short leases, so a dead executor's key comes back within the test. The executor that crashes
+// holds a longer one, so the test's check that its key is still held (409) has room to run
+// before the lease ends even on a busy machine.
 const lockTimeout = 2000
+const crashingLockTimeout = 3000
 
 describe.skipIf(!databaseUrl)(
   'an executor process that is killed or paused mid-handler, on PostgreSQL [postgres] (skipped: DATABASE_URL is not set)',
@@ -24,18 +27,18 @@ describe.skipIf(!databaseUrl)(
     const http = createHttpClient()
     /** The process that retries; the ones that crash are started per case. */
     let survivor: Child
-    const start = () =>
+    const start = (leaseMs: number) =>
       spawnChild({
         url: databaseUrl!,
         schema,
         table,
         concurrency: ['reject'],
-        lockTimeout,
+        lockTimeout: leaseMs,
         max: 3,
       })
     beforeAll(async () => {
       await resetSchema(database, schema)
-      survivor = await start()
+      survivor = await start(lockTimeout)
     })
     afterAll(async () => {
       http.close()
@@ -54,7 +57,7 @@ describe.skipIf(!databaseUrl)(
       'through %s: a SIGKILL mid-handler keeps the key in progress until the lease ends, then a retry elsewhere takes it over and records it once',
       async (adapter) => {
         const key = `sigkill-${adapter}`
-        const doomed = await start()
+        const doomed = await start(crashingLockTimeout)
         // The handler writes its business row in a transaction that commits after the gate.
         const first = callOrder(http, adapter, url(doomed), key, { mode: 'tx' }).then(
           () => 'answered',
@@ -88,14 +91,14 @@ describe.skipIf(!databaseUrl)(
           processes: 2,
           killed: 1,
           executions: executions.length,
-          lockTimeoutMs: lockTimeout,
+          lockTimeoutMs: crashingLockTimeout,
         })
       },
     )
 
     it('a SIGKILL after the business commit but before the record completes runs the operation again after the lease ends (the documented window)', async () => {
       const key = 'sigkill-after-commit'
-      const doomed = await start()
+      const doomed = await start(crashingLockTimeout)
       // `plain`: the business row commits before the gate, so the crash falls in the window.
       const first = callOrder(http, 'trpc', url(doomed), key).catch(() => undefined)
       await inside(doomed, key)
@@ -119,7 +122,7 @@ describe.skipIf(!databaseUrl)(
       'through %s: a paused executor that resumes after a takeover cannot overwrite the new outcome, and its caller still gets its own value',
       async (adapter) => {
         const key = `sigstop-${adapter}`
-        const paused = await start()
+        const paused = await start(crashingLockTimeout)
         const first = callOrder(http, adapter, url(paused), key)
         await inside(paused, key)
         paused.signal('SIGSTOP')
