@@ -9,7 +9,15 @@ import {
   StoreUnavailableError,
 } from './errors'
 import { validateKey } from './key'
-import type { ClaimResult, IdempotencyRecord, IdempotencyStore } from './store'
+import type {
+  ClaimInput,
+  ClaimResult,
+  IdempotencyRecord,
+  IdempotencyStore,
+  StoreTransaction,
+  TransactionClaimResult,
+} from './store'
+import { type HeldTransaction, holdTransaction } from './transaction'
 
 export type IdempotencyEventType =
   | 'executed'
@@ -61,9 +69,9 @@ export function defaultStoreErrors(error: unknown): boolean {
   return typeof code === 'number' && code >= 400 && code < 500 && ![408, 409, 429].includes(code)
 }
 
-export interface IdempotencyOptions {
+export interface IdempotencyOptions<TTransaction = unknown> {
   /** Where records live: `createMemoryStore()`, `createDrizzleStore(db)`, or your own. */
-  store: IdempotencyStore
+  store: IdempotencyStore<TTransaction>
   /** How long a completed record is replayed. @default '24h' */
   ttl?: Duration
   /** How long an executor holds its lease before the key may be taken over. @default '60s' */
@@ -92,6 +100,22 @@ export interface IdempotencyOptions {
   logger?: Logger
   /** Run `store.sweep()` on this interval (unref'd timer); `false` to never. @default false */
   sweepInterval?: Duration | false
+  /**
+   * Run every keyed operation in one database transaction with its record: claim, the
+   * handler's writes (through `context.tx`) and the recorded outcome commit or roll back
+   * together. Needs a store with `transaction()` (the Drizzle store); any other store is refused
+   * here with a TypeError. A request's own `transactional` overrides it.
+   * @default false
+   */
+  transactional?: boolean
+  /**
+   * Transactional mode with `concurrency: 'reject'`: how long a duplicate waits for the first
+   * transaction (whose uncommitted record it cannot see) before it answers 409. A first
+   * transaction that ends within it is replayed instead. `concurrency: 'wait'` waits up to
+   * `waitTimeout` instead.
+   * @default '100ms'
+   */
+  rejectAfter?: Duration
 }
 
 /** A recorded outcome as the engine hands it back. */
@@ -114,6 +138,8 @@ export interface OperationRequest {
   lockTimeout?: Duration
   concurrency?: 'reject' | 'wait'
   waitTimeout?: Duration
+  /** Run this operation in one transaction with its record. @default the engine's `transactional` */
+  transactional?: boolean
 }
 
 export interface ExecuteRequest extends OperationRequest {
@@ -125,11 +151,21 @@ export interface ExecuteRequest extends OperationRequest {
   deserializeError?: (data: unknown) => unknown
 }
 
-export interface HandlerContext {
+export interface HandlerContext<TTransaction = unknown> {
   /** True when this execution took over an expired lease (a previous executor died). */
   takeover: boolean
-  /** A stable key for a downstream provider, derived from (scope, operation, key, name). */
+  /**
+   * A stable key for a downstream provider, derived from (scope, operation, key, name): the same
+   * on every retry and takeover of this operation, different for another name, key or scope.
+   * Pass it to the provider's own idempotency mechanism (a payment API's Idempotency-Key).
+   * Throws for an operation that runs without a key.
+   */
   deriveKey(name: string): string
+  /**
+   * Transactional mode: the database transaction to write with (for the Drizzle store, your
+   * drizzle transaction). Its writes commit with the record, or not at all. Undefined otherwise.
+   */
+  tx?: TTransaction
 }
 
 export interface ExecuteResult<T> {
@@ -138,37 +174,64 @@ export interface ExecuteResult<T> {
   replayed: boolean
 }
 
-/** The lease an executor holds while it runs the operation. */
-export interface Lease extends HandlerContext {
+/**
+ * The lease an executor holds while it runs the operation.
+ *
+ * In transactional mode the lease holds an open transaction (`tx`), and settling it ends the
+ * transaction: `complete` records the value and commits the handler's writes with it;
+ * `completeWithError` rolls the handler's writes back (a savepoint) and commits the recorded
+ * error; `release` rolls everything back. `complete` and `completeWithError` then reject when
+ * the commit fails: nothing happened, and the caller must not report success.
+ */
+export interface Lease<TTransaction = unknown> extends HandlerContext<TTransaction> {
   /** Records the value (or completes without a body when it cannot be stored). */
   complete(value: unknown): Promise<void>
   /** Records a deterministic error as the outcome. */
   completeWithError(errorData: unknown): Promise<void>
   /** Deletes the record so a retry can run again. */
   release(): Promise<void>
+  /**
+   * Transactional mode: runs `fn` in a savepoint of `tx`, so a throw rolls back only `fn`'s
+   * writes (the GraphQL adapter runs each root mutation field in one). Undefined otherwise.
+   */
+  savepoint?<T>(fn: (tx: TTransaction) => Promise<T>): Promise<T>
 }
 
-export type Attempt =
+export type Attempt<TTransaction = unknown> =
   /** No key (and none required), or the store failed open: run without a record. */
   | { kind: 'bypass'; reason: 'no-key' | 'store-unavailable' }
   /** A completed record with the same fingerprint. */
   | { kind: 'replay'; outcome: Outcome }
-  /** This caller holds the lease: run the operation, then complete or release. */
-  | { kind: 'execute'; lease: Lease }
+  /**
+   * This caller holds the lease: run the operation, then complete or release. In transactional
+   * mode a call without a key (or one the store failed open for) also comes here, with a lease
+   * whose transaction holds no record: completing it commits, anything else rolls back.
+   */
+  | { kind: 'execute'; lease: Lease<TTransaction> }
 
-export interface Idempotency {
-  /** Runs `handler` once per (scope, operation, key) and replays its outcome to every retry. */
+export interface Idempotency<TTransaction = unknown> {
+  /**
+   * Runs `handler` once per (scope, operation, key) and replays its outcome to every retry. With
+   * `transactional: true` the handler writes through `context.tx`, and its writes commit with
+   * the recorded outcome (a recorded error rolls them back; anything else rolls back both).
+   */
+  execute<T>(
+    request: ExecuteRequest & { transactional: true },
+    handler: (context: HandlerContext<TTransaction> & { tx: TTransaction }) => T | Promise<T>,
+  ): Promise<ExecuteResult<T>>
   execute<T>(
     request: ExecuteRequest,
-    handler: (context: HandlerContext) => T | Promise<T>,
+    handler: (context: HandlerContext<TTransaction>) => T | Promise<T>,
   ): Promise<ExecuteResult<T>>
   /** The lower-level step adapters use when the end of an operation is seen in another hook. */
-  begin(request: OperationRequest): Promise<Attempt>
+  begin(request: OperationRequest): Promise<Attempt<TTransaction>>
   /** Deletes expired records through the store. */
   sweep(): Promise<number>
   /** Stops the sweep timer, if any. */
   close(): void
-  readonly store: IdempotencyStore
+  readonly store: IdempotencyStore<TTransaction>
+  /** The engine's `transactional` option: whether operations run in transactions by default. */
+  readonly transactional?: boolean
 }
 
 /** What `execute` throws when it replays a recorded error that has no adapter-specific form. */
@@ -195,12 +258,28 @@ function defaultDeserializeError(data: unknown): unknown {
 
 const completeRetryDelays = [25, 100, 400]
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+// A claim the database refused for a concurrent change runs again in a new transaction, a few
+// times: the change it collided with has committed by then.
+const maxSerializationRetries = 5
 
-export function createIdempotency(options: IdempotencyOptions): Idempotency {
+/** Throws unless `store` can run transactional mode. */
+export function assertTransactionalStore(store: IdempotencyStore<unknown>, where: string): void {
+  if (typeof store.transaction !== 'function') {
+    throw new TypeError(
+      `idempotent-mutations: ${where} asks for transactional mode, which needs a store that keeps records in your database transaction (createDrizzleStore); this store has no transaction()`,
+    )
+  }
+}
+
+export function createIdempotency<TTransaction = unknown>(
+  options: IdempotencyOptions<TTransaction>,
+): Idempotency<TTransaction> {
   const { store } = options
   if (!store || typeof store.claim !== 'function') {
     throw new TypeError('idempotent-mutations: createIdempotency needs a `store`')
   }
+  const transactional = options.transactional ?? false
+  if (transactional) assertTransactionalStore(store, 'createIdempotency({ transactional: true })')
   const defaults = {
     ttl: toMilliseconds(options.ttl ?? '24h', 'ttl'),
     lockTimeout: toMilliseconds(options.lockTimeout ?? '60s', 'lockTimeout'),
@@ -208,6 +287,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     retryAfter: toMilliseconds(options.retryAfter ?? '1s', 'retryAfter'),
     required: options.required ?? false,
     concurrency: options.concurrency ?? 'reject',
+    rejectAfter: toMilliseconds(options.rejectAfter ?? '100ms', 'rejectAfter'),
   }
   const maxResponseBytes = options.maxResponseBytes ?? 1024 * 1024
   const onStoreError = options.onStoreError ?? 'fail-closed'
@@ -228,11 +308,45 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
   }
 
-  async function begin(request: OperationRequest): Promise<Attempt> {
+  /**
+   * A refused claim whose record is not in progress, or not ours to wait for: 422 for another
+   * payload, a replay of a completed record. Returns undefined for an in-progress record.
+   */
+  function answerRefusal(
+    record: IdempotencyRecord,
+    fingerprint: string,
+    base: EventBase,
+  ): Attempt<TTransaction> | undefined {
+    // Same key, other payload: a client bug, whatever state the record is in.
+    if (record.fingerprint !== fingerprint) {
+      emit(base, 'mismatch')
+      throw new KeyReusedError()
+    }
+    if (record.status === 'completed') {
+      if (record.response === null) throw new ResponseNotStoredError()
+      emit(base, 'replayed')
+      return { kind: 'replay', outcome: codec.decode(record.response) as Outcome }
+    }
+    return undefined
+  }
+
+  /** A claim the store could not answer: 503, or (fail-open) running without a record. */
+  function claimFailed(base: EventBase, error: unknown): void {
+    emit(base, 'store-error', { stage: 'claim', error })
+    logger.error(`claim failed for operation ${base.operation}`, error)
+    if (onStoreError === 'fail-closed') throw new StoreUnavailableError({ cause: error })
+  }
+
+  async function begin(request: OperationRequest): Promise<Attempt<TTransaction>> {
     const required = request.required ?? defaults.required
     const callerScope = request.scope ?? ''
+    const inTransaction = request.transactional ?? transactional
+    if (inTransaction && !transactional) {
+      assertTransactionalStore(store, 'a request with `transactional: true`')
+    }
     if (request.key === undefined || request.key === null) {
       if (required) throw new KeyRequiredError()
+      if (inTransaction) return { kind: 'execute', lease: await recordlessLease(request.operation) }
       return { kind: 'bypass', reason: 'no-key' }
     }
     const key = validateKey(request.key)
@@ -254,26 +368,56 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
     // An unfinished claim lives at least as long as its lease.
     const claimTtl = Math.max(ttl, lockTimeout)
+    // A fresh token per attempt: a waiter that claims after a release holds its own lease.
+    const claimInput = (): ClaimInput => ({
+      scope,
+      key,
+      fingerprint,
+      leaseToken: randomUUID(),
+      lockTimeoutMs: lockTimeout,
+      ttlMs: claimTtl,
+    })
 
     const deadline = now() + waitTimeout
     let pause = 20
+    let serializationRetries = 0
     for (;;) {
       let result: ClaimResult
-      try {
-        // A fresh token per attempt: a waiter that claims after a release holds its own lease.
-        result = await store.claim({
-          scope,
-          key,
-          fingerprint,
-          leaseToken: randomUUID(),
-          lockTimeoutMs: lockTimeout,
-          ttlMs: claimTtl,
-        })
-      } catch (error) {
-        emit(base, 'store-error', { stage: 'claim', error })
-        logger.error(`claim failed for operation ${request.operation}`, error)
-        if (onStoreError === 'fail-open') return { kind: 'bypass', reason: 'store-unavailable' }
-        throw new StoreUnavailableError({ cause: error })
+      if (inTransaction) {
+        const lockWaitMs = concurrency === 'wait' ? deadline - now() : defaults.rejectAfter
+        const claim = await claimInTransaction(claimInput(), lockWaitMs, base)
+        if (claim.kind === 'failed') {
+          return { kind: 'execute', lease: await recordlessLease(request.operation) }
+        }
+        if (claim.kind === 'claimed') {
+          const { held, savepoint, result: won } = claim
+          if (won.takeover) emit(base, 'takeover')
+          return {
+            kind: 'execute',
+            lease: createTransactionalLease(held, savepoint, won.record, won.takeover, ttl, base),
+          }
+        }
+        if ('interrupted' in claim.result) {
+          // A concurrency failure of the database: the change it met has committed, so a new
+          // transaction's claim sees it (and usually replays it).
+          const retry =
+            claim.result.interrupted === 'serialization' &&
+            ++serializationRetries <= maxSerializationRetries &&
+            (concurrency === 'reject' || now() < deadline)
+          if (retry) continue
+          // The first transaction is still running after the wait we allow: like a valid
+          // lease, but its end cannot be read from a record, so Retry-After is the default.
+          emit(base, 'conflict')
+          throw new InProgressError(Math.max(1, Math.ceil(defaults.retryAfter / 1000)))
+        }
+        result = claim.result
+      } else {
+        try {
+          result = await store.claim(claimInput())
+        } catch (error) {
+          claimFailed(base, error)
+          return { kind: 'bypass', reason: 'store-unavailable' }
+        }
       }
       if (result.claimed) {
         if (result.takeover) emit(base, 'takeover')
@@ -283,17 +427,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         }
       }
       const { record } = result
-      // Same key, other payload: a client bug, whatever state the record is in.
-      if (record.fingerprint !== fingerprint) {
-        emit(base, 'mismatch')
-        throw new KeyReusedError()
-      }
-      if (record.status === 'completed') {
-        if (record.response === null) throw new ResponseNotStoredError()
-        emit(base, 'replayed')
-        return { kind: 'replay', outcome: codec.decode(record.response) as Outcome }
-      }
-      // In progress under a valid lease: someone else is running it right now.
+      const answer = answerRefusal(record, fingerprint, base)
+      if (answer) return answer
+      // In progress under a valid lease: someone else is running it right now (in transactional
+      // mode, a non-transactional executor of the same key: its claim committed on its own).
       const leaseLeft = Math.max(0, record.lockedUntil - result.now)
       const remaining = deadline - now()
       if (concurrency === 'wait' && remaining > 0) {
@@ -308,13 +445,222 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
   }
 
+  type TransactionalClaim =
+    /** Claimed: the transaction and the savepoint the handler writes in are open. */
+    | {
+        kind: 'claimed'
+        held: HeldTransaction<TTransaction>
+        savepoint: HeldTransaction<TTransaction>
+        result: Extract<ClaimResult, { claimed: true }>
+      }
+    /** Refused or interrupted; the transaction is already rolled back (it wrote nothing). */
+    | { kind: 'refused'; result: Exclude<TransactionClaimResult, { claimed: true }> }
+    /** The store failed and `onStoreError` is 'fail-open' (fail-closed throws instead). */
+    | { kind: 'failed' }
+
+  /**
+   * The claim of transactional mode, in a transaction of the store that stays open for the
+   * handler when the claim wins. See src/stores/drizzle/transactional.ts for the statements.
+   */
+  async function claimInTransaction(
+    input: ClaimInput,
+    lockWaitMs: number,
+    base: EventBase,
+  ): Promise<TransactionalClaim> {
+    let held: HeldTransaction<TTransaction>
+    try {
+      held = await holdTransaction<TTransaction>((fn) => storeTransaction(fn))
+    } catch (error) {
+      claimFailed(base, error)
+      return { kind: 'failed' }
+    }
+    let result: TransactionClaimResult
+    let savepoint: HeldTransaction<TTransaction> | undefined
+    try {
+      result = await held.session.claim(input, { lockWaitMs: Math.max(1, lockWaitMs) })
+      // The handler writes in a savepoint, so a recorded error can drop its writes and keep
+      // the claim that records it.
+      if (result.claimed) savepoint = await holdTransaction((fn) => held.session.savepoint(fn))
+    } catch (error) {
+      await rollbackQuietly(held, base)
+      claimFailed(base, error)
+      return { kind: 'failed' }
+    }
+    if (result.claimed && savepoint) return { kind: 'claimed', held, savepoint, result }
+    // A refused claim wrote nothing; ending its transaction now frees the connection at once.
+    await rollbackQuietly(held, base)
+    return { kind: 'refused', result: result as Exclude<TransactionClaimResult, { claimed: true }> }
+  }
+
+  function storeTransaction(
+    fn: (session: StoreTransaction<TTransaction>) => Promise<void>,
+  ): Promise<void> {
+    // Checked when transactional mode was asked for; this keeps the type checker informed.
+    if (!store.transaction)
+      throw new TypeError('idempotent-mutations: the store has no transaction()')
+    return store.transaction(fn)
+  }
+
+  async function rollbackQuietly(
+    held: HeldTransaction<TTransaction>,
+    base: EventBase,
+  ): Promise<void> {
+    try {
+      await held.rollback()
+    } catch (error) {
+      // The database rolls an unfinished transaction back by itself when its connection goes.
+      logger.error(`could not roll back the transaction of operation ${base.operation}`, error)
+    }
+  }
+
+  /**
+   * Transactional mode without a record (no key, or the store failed open): the handler still
+   * gets a transaction to write with, so its code does not branch on the key.
+   */
+  async function recordlessLease(operation: string): Promise<Lease<TTransaction>> {
+    let held: HeldTransaction<TTransaction>
+    try {
+      held = await holdTransaction<TTransaction>((fn) => storeTransaction(fn))
+    } catch (error) {
+      logger.error(`could not open a transaction for operation ${operation}`, error)
+      throw new StoreUnavailableError({ cause: error })
+    }
+    const base = { operation, scope: '', key: '' }
+    let settled = false
+    const settle = () => {
+      if (settled) throw new Error('idempotent-mutations: a lease is completed or released once')
+      settled = true
+    }
+    return {
+      takeover: false,
+      deriveKey: unkeyedContext.deriveKey,
+      tx: held.session.handle,
+      savepoint: (fn) => held.session.savepoint((inner) => fn(inner.handle)),
+      async complete() {
+        settle()
+        try {
+          await held.commit()
+        } catch (error) {
+          await rollbackQuietly(held, base)
+          logger.error(`the transaction of operation ${operation} did not commit`, error)
+          throw new StoreUnavailableError({ cause: error })
+        }
+      },
+      // Nothing to record, so a failure of any kind drops the handler's writes.
+      async completeWithError() {
+        settle()
+        await rollbackQuietly(held, base)
+      },
+      async release() {
+        settle()
+        await rollbackQuietly(held, base)
+      },
+    }
+  }
+
+  /**
+   * A lease of transactional mode. The record was written by this transaction and nobody else
+   * sees it before the commit, so nobody can take it over: completion cannot lose the lease.
+   */
+  function createTransactionalLease(
+    held: HeldTransaction<TTransaction>,
+    savepoint: HeldTransaction<TTransaction>,
+    record: IdempotencyRecord,
+    takeover: boolean,
+    ttl: number,
+    base: EventBase,
+  ): Lease<TTransaction> {
+    const startedAt = now()
+    let settled = false
+    const settle = () => {
+      if (settled) throw new Error('idempotent-mutations: a lease is completed or released once')
+      settled = true
+    }
+
+    /** Ends the handler's savepoint (keeping or dropping its writes), records, commits. */
+    async function finish(keepWrites: boolean, outcome: Outcome): Promise<void> {
+      const response = encodeOutcome(outcome, base)
+      try {
+        if (keepWrites) await savepoint.commit()
+        else await savepoint.rollback()
+        const ok = await held.session.complete({
+          scope: record.scope,
+          key: record.key,
+          leaseToken: record.leaseToken,
+          response,
+          ttlMs: ttl,
+        })
+        // Only the handler itself could have changed the record this transaction holds.
+        if (!ok) {
+          emit(base, 'lost-lease')
+          logger.warn(
+            `the record of operation ${base.operation} changed inside its own transaction; the outcome was not recorded`,
+          )
+        }
+        await held.commit()
+      } catch (error) {
+        // Nothing committed: neither the record nor the handler's writes. The caller must hear
+        // it, since reporting success would claim an effect that was rolled back; a retry with
+        // the same key runs the operation again, cleanly.
+        await rollbackQuietly(held, base)
+        emit(base, 'store-error', { stage: 'complete', error })
+        logger.error(
+          `the transaction of operation ${base.operation} did not commit; nothing was recorded and its writes were rolled back`,
+          error,
+        )
+        throw new StoreUnavailableError({ cause: error })
+      }
+      if (options.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
+    }
+
+    return {
+      takeover,
+      deriveKey: (name: string) =>
+        hashParts('idempotent-mutations/v1', record.scope, record.key, name),
+      tx: savepoint.session.handle,
+      savepoint: (fn) => savepoint.session.savepoint((inner) => fn(inner.handle)),
+      async complete(value) {
+        settle()
+        await finish(true, { ok: true, value })
+      },
+      async completeWithError(errorData) {
+        settle()
+        await finish(false, { ok: false, error: errorData })
+      },
+      async release() {
+        settle()
+        // The savepoint first: the transaction's callback is parked inside it.
+        await savepoint.rollback().catch(() => undefined)
+        await rollbackQuietly(held, base)
+        emit(base, 'released')
+      },
+    }
+  }
+
+  /** The outcome as stored text, or null when it cannot be stored (too large, not serializable). */
+  function encodeOutcome(outcome: Outcome, base: EventBase): string | null {
+    let response: string | null
+    try {
+      response = codec.encode(outcome)
+    } catch (error) {
+      emit(base, 'not-stored', { error })
+      logger.warn(`the response of operation ${base.operation} is not serializable`, error)
+      return null
+    }
+    if (Buffer.byteLength(response) > maxResponseBytes) {
+      emit(base, 'not-stored', { error: new Error('response exceeds maxResponseBytes') })
+      return null
+    }
+    return response
+  }
+
   function createLease(
     record: IdempotencyRecord,
     takeover: boolean,
     ttl: number,
     base: { operation: string; scope: string; key: string },
     startedAt: number,
-  ): Lease {
+  ): Lease<TTransaction> {
     const target = { scope: record.scope, key: record.key, leaseToken: record.leaseToken }
     let settled = false
     const settle = () => {
@@ -367,19 +713,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
 
     async function recordOutcome(outcome: Outcome): Promise<void> {
-      let response: string | null
-      try {
-        response = codec.encode(outcome)
-      } catch (error) {
-        emit(base, 'not-stored', { error })
-        logger.warn(`the response of operation ${base.operation} is not serializable`, error)
-        response = null
-      }
-      if (response !== null && Buffer.byteLength(response) > maxResponseBytes) {
-        emit(base, 'not-stored', { error: new Error('response exceeds maxResponseBytes') })
-        response = null
-      }
-      await write(response)
+      await write(encodeOutcome(outcome, base))
       if (options.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
     }
 
@@ -414,11 +748,11 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
   async function execute<T>(
     request: ExecuteRequest,
-    handler: (context: HandlerContext) => T | Promise<T>,
+    handler: (context: HandlerContext<TTransaction>) => T | Promise<T>,
   ): Promise<ExecuteResult<T>> {
     const attempt = await begin(request)
     if (attempt.kind === 'bypass') {
-      return { value: await handler(unprotectedContext), replayed: false }
+      return { value: await handler(unkeyedContext), replayed: false }
     }
     if (attempt.kind === 'replay') {
       const { outcome } = attempt
@@ -430,11 +764,22 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     try {
       value = await handler(lease)
     } catch (error) {
-      if ((request.storeErrors ?? engineStoreErrors)(error)) {
-        await lease.completeWithError((request.serializeError ?? defaultSerializeError)(error))
-      } else {
-        await lease.release()
+      let errorData: unknown
+      let recorded = false
+      try {
+        recorded = (request.storeErrors ?? engineStoreErrors)(error)
+        if (recorded) errorData = (request.serializeError ?? defaultSerializeError)(error)
+      } catch (policyError) {
+        // A throwing policy must not leave the lease (in transactional mode, a transaction
+        // and its connection) unsettled: the key is released, and the handler's error stands.
+        logger.error(
+          `storeErrors or serializeError threw for operation ${request.operation}`,
+          policyError,
+        )
+        recorded = false
       }
+      if (recorded) await lease.completeWithError(errorData)
+      else await lease.release()
       throw error
     }
     await lease.complete(value)
@@ -454,15 +799,19 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   timer?.unref()
 
   return {
-    execute,
+    // The transactional overload differs only in its handler's type: a handler that needs
+    // `tx` runs with a transactional request, which hands it one.
+    execute: execute as Idempotency<TTransaction>['execute'],
     begin,
     sweep: () => store.sweep(),
     close: () => clearInterval(timer),
     store,
+    transactional,
   }
 }
 
-const unprotectedContext: HandlerContext = {
+/** The handler context of an operation that runs without a key: there is nothing to derive from. */
+export const unkeyedContext: HandlerContext<never> = {
   takeover: false,
   deriveKey() {
     throw new Error(

@@ -2,6 +2,7 @@ export { type Codec, defaultCodec, fingerprint } from './codec'
 export { type Duration, toMilliseconds } from './duration'
 export {
   type Attempt,
+  assertTransactionalStore,
   createIdempotency,
   defaultLogger,
   defaultStoreErrors,
@@ -17,6 +18,7 @@ export {
   type OperationRequest,
   type Outcome,
   ReplayedError,
+  unkeyedContext,
 } from './engine'
 export {
   IdempotencyError,
@@ -47,6 +49,9 @@ export type {
   IdempotencyStore,
   RecordStatus,
   ReleaseInput,
+  StoreTransaction,
   SweepOptions,
+  TransactionClaimOptions,
+  TransactionClaimResult,
 } from './store'
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory'

@@ -76,7 +76,60 @@ export interface SweepOptions {
   limit?: number
 }
 
-export interface IdempotencyStore {
+/**
+ * What a transactional claim reports. Besides `claim`'s two answers, the claim can be
+ * interrupted: `'lock-wait'` when another transaction holds an uncommitted claim of the key and
+ * did not end within `lockWaitMs` (the operation is in flight); `'serialization'` when the
+ * database refused the statement for a concurrent change (a serialization failure or
+ * deadlock) and a claim in a new transaction may succeed. Either way the transaction is
+ * unusable and the engine rolls it back.
+ */
+export type TransactionClaimResult =
+  | ClaimResult
+  | { claimed: false; interrupted: 'lock-wait' | 'serialization' }
+
+export interface TransactionClaimOptions {
+  /**
+   * How long the claim may wait for a concurrent transaction that holds an uncommitted claim of
+   * the same key (PostgreSQL: `lock_timeout` while the claim runs), in milliseconds, at least 1.
+   */
+  lockWaitMs: number
+}
+
+/**
+ * One database transaction of a store, as transactional mode uses it: the record is claimed,
+ * the handler writes, and the outcome is recorded, all in this transaction, so they commit or
+ * roll back together. A claim written here is invisible to other callers until the
+ * transaction commits; by then it is completed.
+ */
+export interface StoreTransaction<TTransaction = unknown> {
+  /** The database transaction (for the Drizzle store: the drizzle transaction) to write with. */
+  readonly handle: TTransaction
+  /**
+   * `claim` inside this transaction, under the same contract, except that:
+   * - a concurrent transaction's uncommitted claim of the same key MUST be waited for (at most
+   *   `options.lockWaitMs`); when it commits, its record is the answer (`claimed: false`); when it
+   *   rolls back, the key is absent and this claim wins;
+   * - a wait that runs out answers `{ claimed: false, interrupted: 'lock-wait' }`, a concurrency
+   *   failure of the database `{ claimed: false, interrupted: 'serialization' }`;
+   * - settings it changes to bound the wait MUST be restored before it returns a claim, so the
+   *   handler's own statements run under the caller's settings.
+   */
+  claim(input: ClaimInput, options: TransactionClaimOptions): Promise<TransactionClaimResult>
+  /** `complete` inside this transaction: it takes effect when the transaction commits. */
+  complete(input: CompleteInput): Promise<boolean>
+  /**
+   * Runs `fn` in a savepoint: if `fn` throws, its writes are rolled back and the error is
+   * rethrown, and this transaction stays usable; if it resolves, its writes are kept.
+   */
+  savepoint<T>(fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>): Promise<T>
+}
+
+/**
+ * `TTransaction` is the type of the database transaction a store hands to handlers in
+ * transactional mode (`unknown` for stores without transactions).
+ */
+export interface IdempotencyStore<TTransaction = unknown> {
   /**
    * Atomically claims `(scope, key)` or reports the record that stands in the way.
    *
@@ -115,4 +168,12 @@ export interface IdempotencyStore {
    * for long. Returns the number deleted.
    */
   sweep(options?: SweepOptions): Promise<number>
+
+  /**
+   * Optional; only stores that keep records in the business database have it (the Drizzle
+   * store). Runs `fn` in one database transaction: commits when `fn` resolves, rolls back and
+   * rethrows when it rejects. Transactional mode (`createIdempotency({ transactional: true })`)
+   * needs it, and is refused for a store without it.
+   */
+  transaction?<T>(fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>): Promise<T>
 }

@@ -6,6 +6,7 @@
 export {
   type DefaultContext,
   defaultStoreGraphQLErrors,
+  type IdempotencyContextFields,
   type IdempotencyPlugin,
   type KeyLookup,
   replayHeader,

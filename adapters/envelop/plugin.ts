@@ -1,21 +1,27 @@
 import type { OnExecuteEventPayload, OnExecuteHookResult, Plugin } from '@envelop/core'
 import {
   type DocumentNode,
+  defaultFieldResolver,
   type ExecutionArgs,
   type ExecutionResult,
   GraphQLError,
+  type GraphQLField,
+  type GraphQLSchema,
   getOperationAST,
   type OperationDefinitionNode,
 } from 'graphql'
 import {
+  assertTransactionalStore,
   defaultKeyField,
   defaultLogger,
+  type HandlerContext,
   type Idempotency,
   isIdempotencyError,
   KeyInvalidError,
   type Lease,
   type Logger,
   readKeyHeader,
+  unkeyedContext,
   validateKey,
 } from '../../src'
 import { analyzeMutation, argumentKeys, fingerprintPayload } from './operation'
@@ -83,12 +89,42 @@ export interface UseIdempotencyOptions<TContext = DefaultContext> {
   storeErrors?: (error: GraphQLError) => boolean
   /** Where the plugin's diagnostics go. @default defaultLogger (console, prefixed) */
   logger?: Logger
+  /**
+   * Run each mutation operation in one database transaction with its record (the engine's
+   * transactional mode; needs the Drizzle store, else a TypeError here): resolvers write
+   * through `context.tx`, each root mutation field in its own savepoint, and the writes commit
+   * with the recorded result or not at all. Mutations without a key get a transaction too.
+   * @default undefined (the engine's `transactional`, itself false by default)
+   */
+  transactional?: boolean
+  /** The context field that carries the transaction in transactional mode. @default 'tx' */
+  transactionField?: string
+  /**
+   * Add `context.idempotency` (`deriveKey(name)`, `takeover`, `tx`) to the context of every
+   * mutation the plugin runs. Transactional mode always adds it. For a mutation without a
+   * key, `deriveKey` throws.
+   * @default false
+   */
+  exposeContext?: boolean
 }
+
+/**
+ * The fields the plugin adds to the GraphQL context of a mutation: `idempotency` (with
+ * `exposeContext` or in transactional mode) and the transaction (`tx`, or your
+ * `transactionField`, in transactional mode). Intersect it with your context type.
+ */
+export type IdempotencyContextFields<TTransaction = unknown, TField extends string = 'tx'> = {
+  idempotency?: HandlerContext<TTransaction>
+} & { [K in TField]?: TTransaction }
 
 /** The Yoga server hooks the plugin adds to Envelop's; typed here so Yoga is not a dependency. */
 export interface YogaHooks {
   onParams(payload: { context: object }): void
-  onExecutionResult(payload: { context: object; result: unknown }): Promise<void> | undefined
+  onExecutionResult(payload: {
+    context: object
+    result: unknown
+    setResult(result: ExecutionResult): void
+  }): Promise<void> | undefined
   onResponse(payload: {
     request: Request
     response: Response
@@ -124,16 +160,46 @@ export function defaultStoreGraphQLErrors(error: GraphQLError): boolean {
  * Refuses keyed `@defer`/`@stream` mutations: the client gets an incremental stream, not one
  * result, and a replay could not be delivered the same way.
  */
-function incrementalRefusal(): GraphQLError {
+function incrementalRefusal(transactional: boolean): GraphQLError {
   return new GraphQLError(
-    'A mutation sent with an Idempotency-Key cannot use @defer or @stream: remove them, or send it without a key.',
+    transactional
+      ? 'A mutation run in a database transaction cannot use @defer or @stream (the transaction would stay open across the stream): remove them.'
+      : 'A mutation sent with an Idempotency-Key cannot use @defer or @stream: remove them, or send it without a key.',
     { extensions: { code: 'IDEMPOTENCY_INCREMENTAL_DELIVERY_UNSUPPORTED', http: { status: 400 } } },
   )
+}
+
+/**
+ * Transactional mode runs each root mutation field's resolver in a savepoint, so a field that
+ * throws (an expected error the result records) drops its own writes and keeps the other
+ * fields'. Resolvers are wrapped once per schema, in place (as Envelop's `useOnResolve` does);
+ * a wrapped resolver looks its operation up here and calls straight through for any other.
+ */
+const fieldSavepoints = new WeakMap<object, <T>(resolve: () => T | Promise<T>) => Promise<T>>()
+const savepointWrapped = Symbol('idempotent-mutations: root field runs in a savepoint')
+
+function runRootFieldsInSavepoints(schema: GraphQLSchema): void {
+  const mutation = schema.getMutationType()
+  if (!mutation) return
+  for (const field of Object.values(mutation.getFields())) {
+    const marked = field as GraphQLField<unknown, unknown> & { [savepointWrapped]?: true }
+    if (marked[savepointWrapped]) continue
+    const resolve = field.resolve ?? defaultFieldResolver
+    field.resolve = (source, args, context, info) => {
+      const inSavepoint =
+        context !== null && typeof context === 'object' ? fieldSavepoints.get(context) : undefined
+      if (!inSavepoint) return resolve(source, args, context, info)
+      return inSavepoint(() => resolve(source, args, context, info))
+    }
+    marked[savepointWrapped] = true
+  }
 }
 
 /** A keyed mutation this process is running under a lease, from `onExecute` to its end. */
 interface Execution {
   lease: Lease
+  /** The operation's GraphQL context. */
+  context: object
   request: object | undefined
   /** Set once the executor returns: may the result be recorded (`storeErrors` kept each error)? */
   recordable: boolean | undefined
@@ -184,6 +250,12 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
   const keyField = options.keyField ?? defaultKeyField
   const storeErrors = options.storeErrors ?? defaultStoreGraphQLErrors
   const logger = options.logger ?? defaultLogger
+  if (options.transactional === true) {
+    assertTransactionalStore(idempotency.store, 'useIdempotency({ transactional: true })')
+  }
+  const transactional = options.transactional ?? idempotency.transactional ?? false
+  const transactionField = options.transactionField ?? 'tx'
+  const exposeContext = options.exposeContext === true
 
   /** Contexts Yoga runs an operation in (marked by `onParams`, a Yoga-only hook). */
   const yogaContexts = new WeakSet<object>()
@@ -195,11 +267,33 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
     if (execution.settled) return
     execution.settled = true
     if (execution.request) unsettledByRequest.get(execution.request)?.delete(execution)
+    fieldSavepoints.delete(execution.context)
     if (result !== undefined && execution.recordable === true) {
       await execution.lease.complete(recordResult(result))
     } else {
       await execution.lease.release()
     }
+  }
+
+  /**
+   * Settles, then makes the result the client gets tell the truth about a transaction: one that
+   * did not commit (STORE_UNAVAILABLE: nothing happened, retry with the same key) or was rolled
+   * back (its `data` describes writes that no longer exist, so it goes).
+   */
+  async function settleAndReport(
+    execution: Execution,
+    result: ExecutionResult | undefined,
+    setResult: (result: ExecutionResult) => void,
+  ): Promise<void> {
+    try {
+      await settle(execution, result)
+    } catch (error) {
+      if (!isIdempotencyError(error)) throw error
+      setResult(errorResult(toGraphQLError(error)))
+      return
+    }
+    const rolledBack = execution.lease.tx !== undefined && execution.recordable !== true
+    if (rolledBack && result?.data != null) setResult({ ...result, data: null })
   }
 
   /** Whether `storeErrors` keeps every error of the result (a result without errors: yes). */
@@ -270,11 +364,16 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       args,
       context,
       executeFn,
+      extendContext,
       setExecuteFn,
       setResultAndStopExecution,
     }: OnExecuteEventPayload<TContext>,
     operation: OperationDefinitionNode,
   ): Promise<OnExecuteHookResult<TContext> | undefined> {
+    // The context's type is the user's; the fields added here are theirs to declare
+    // (IdempotencyContextFields).
+    const addToContext = (fields: Record<string, unknown>) =>
+      extendContext(fields as unknown as Partial<TContext>)
     const variables = (args.variableValues ?? {}) as Record<string, unknown>
     const analysis = analyzeMutation(args.document, operation, variables)
     const policies = fieldPolicies(args.schema)
@@ -288,8 +387,8 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       const key = await findKey(context, args, analysis.fieldNames, () =>
         argumentKeys(analysis.rootFields, keyField, variables),
       )
-      if (key !== undefined && analysis.incremental) {
-        setResultAndStopExecution(errorResult(incrementalRefusal()))
+      if ((key !== undefined || transactional) && analysis.incremental) {
+        setResultAndStopExecution(errorResult(incrementalRefusal(key === undefined)))
         return
       }
       attempt = await idempotency.begin({
@@ -299,6 +398,7 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
         payload: fingerprintPayload(operation, analysis, variables),
         required,
         ttl,
+        transactional,
       })
     } catch (error) {
       if (!isIdempotencyError(error)) throw error
@@ -306,7 +406,10 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       return
     }
 
-    if (attempt.kind === 'bypass') return
+    if (attempt.kind === 'bypass') {
+      if (exposeContext) addToContext({ idempotency: unkeyedContext })
+      return
+    }
     if (attempt.kind === 'replay') {
       const { outcome } = attempt
       if (!outcome.ok || !isRecordedResult(outcome.value)) {
@@ -322,11 +425,43 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
     }
 
     const yoga = yogaContexts.has(context)
+    const { lease } = attempt
     const execution: Execution = {
-      lease: attempt.lease,
+      lease,
+      context,
       request,
       recordable: undefined,
       settled: false,
+    }
+    if (lease.tx !== undefined || exposeContext) {
+      // A view of the lease without its settling methods; `tx` follows the current savepoint.
+      const view: HandlerContext<unknown> = {
+        takeover: lease.takeover,
+        deriveKey: lease.deriveKey,
+        ...(lease.tx === undefined ? {} : { tx: lease.tx }),
+      }
+      addToContext(
+        lease.tx === undefined
+          ? { idempotency: view }
+          : { idempotency: view, [transactionField]: lease.tx },
+      )
+      const { savepoint } = lease
+      if (savepoint) {
+        const fields = context as Record<string, unknown>
+        fieldSavepoints.set(context, (resolveField) =>
+          savepoint(async (fieldTx) => {
+            const previous = fields[transactionField]
+            fields[transactionField] = fieldTx
+            view.tx = fieldTx
+            try {
+              return await resolveField()
+            } finally {
+              fields[transactionField] = previous
+              view.tx = previous
+            }
+          }),
+        )
+      }
     }
     if (yoga) {
       executions.set(context, execution)
@@ -344,7 +479,7 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       return result
     })
     return {
-      async onExecuteDone({ result }) {
+      async onExecuteDone({ result, setResult }) {
         if (isAsyncIterable(result)) {
           // Incremental delivery slipped past the document check (a plugin turned the result
           // into a stream): it cannot be recorded, so the key is released.
@@ -365,7 +500,7 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
         if (visible?.errors?.some((error) => !isOriginalGraphQLError(error))) {
           execution.recordable = false
         }
-        await settle(execution, visible)
+        await settleAndReport(execution, visible, setResult)
       },
     }
   }
@@ -375,6 +510,7 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       // Reads (and checks) the directive and extensions once, so a malformed option fails at
       // startup instead of on a request.
       fieldPolicies(schema)
+      if (transactional) runRootFieldsInSavepoints(schema)
     },
 
     onExecute(payload) {
@@ -389,13 +525,14 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       yogaContexts.add(context)
     },
 
-    onExecutionResult({ context, result }) {
+    onExecutionResult({ context, result, setResult }) {
       const execution = executions.get(context)
       if (!execution) return undefined
       executions.delete(context)
-      return settle(
+      return settleAndReport(
         execution,
         result === undefined || isAsyncIterable(result) ? undefined : (result as ExecutionResult),
+        setResult,
       )
     },
 

@@ -2,12 +2,15 @@ import type { TRPCError, TRPCProcedureType } from '@trpc/server'
 import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
 import {
   agreeOnKey,
+  assertTransactionalStore,
   type Duration,
   defaultKeyField,
+  type HandlerContext,
   type Idempotency,
   isIdempotencyError,
   type OperationRequest,
   splitInputKey,
+  unkeyedContext,
 } from '../../src'
 import {
   defaultTRPCStoreErrors,
@@ -44,9 +47,9 @@ export interface IdempotencyCallInfo<TContext> {
   input: unknown
 }
 
-export interface IdempotencyMiddlewareOptions<TContext = object> {
+export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = unknown> {
   /** The engine: `createIdempotency({ store, ... })`. */
-  idempotency: Idempotency
+  idempotency: Idempotency<TTransaction>
   /**
    * Who is asking (a tenant or user id). Records of different scopes never meet; the procedure
    * path is always added as the operation. May be async. If it throws, the call fails: it never
@@ -91,14 +94,37 @@ export interface IdempotencyMiddlewareOptions<TContext = object> {
    * @default undefined
    */
   root?: TRPCRootLike
+  /**
+   * Run each mutation in one database transaction with its record (the engine's transactional
+   * mode; needs the Drizzle store, else a TypeError here): the procedure writes through
+   * `ctx.tx`, and its writes commit with the recorded outcome or not at all. Mutations without
+   * a key get a transaction too. `true` also types `ctx.tx` and `ctx.idempotency`.
+   * @default undefined (the engine's `transactional`, itself false by default)
+   */
+  transactional?: boolean
+  /** The context field that carries the transaction in transactional mode. @default 'tx' */
+  transactionField?: string
+  /**
+   * Add `ctx.idempotency` ({@link HandlerContext}: `deriveKey(name)`, `takeover`, `tx`) to the
+   * context of every mutation the middleware runs, and to the context's type. Transactional mode
+   * always adds it. For a mutation without a key, `deriveKey` throws.
+   * @default false
+   */
+  exposeContext?: boolean
 }
+
+/** The context fields a transactional middleware adds: `ctx.tx` (or your name) and `ctx.idempotency`. */
+export type IdempotencyTransactionContext<TTransaction, TField extends string = 'tx'> = {
+  idempotency: HandlerContext<TTransaction>
+} & { [K in TField]: TTransaction }
 
 /**
  * The middleware `createIdempotencyMiddleware` returns. It is written out, rather than taken
  * from tRPC's generic middleware type, so that `TContext` is inferred from the procedure it is
- * used on (`scope: ({ ctx }) => ctx.user.id` type-checks), and it adds nothing to the context.
+ * used on (`scope: ({ ctx }) => ctx.user.id` type-checks). `TAdded` is what it adds to the
+ * context's type: nothing, unless it is transactional or `exposeContext` is on.
  */
-export type IdempotencyMiddleware<TContext = object> = (opts: {
+export type IdempotencyMiddleware<TContext = object, TAdded extends object = object> = (opts: {
   ctx: TContext
   type: TRPCProcedureType
   path: string
@@ -107,8 +133,8 @@ export type IdempotencyMiddleware<TContext = object> = (opts: {
   meta: IdempotencyMeta | undefined
   signal: AbortSignal | undefined
   batchIndex: number
-  next: () => Promise<MiddlewareResult<object>>
-}) => Promise<MiddlewareResult<object>>
+  next: (opts?: { ctx: object }) => Promise<MiddlewareResult<object>>
+}) => Promise<MiddlewareResult<TAdded>>
 
 /**
  * Calls of one procedure under one key inside one HTTP batch are one operation (SPEC): the
@@ -167,19 +193,64 @@ async function translated<T>(ctx: unknown, fn: () => T | Promise<T>): Promise<T>
  * Makes tRPC mutations retry-safe: `t.procedure.use(createIdempotencyMiddleware({ idempotency }))`.
  * Queries and subscriptions pass through untouched. A mutation with a key runs once per
  * (scope, procedure path, key); every retry gets the recorded result or error, with
- * `Idempotent-Replay: true`.
+ * `Idempotent-Replay: true`. With `transactional: true`, the procedure's context gets the
+ * transaction its writes must go through (`ctx.tx`) and `ctx.idempotency`.
  */
+export function createIdempotencyMiddleware<
+  TContext = object,
+  TTransaction = unknown,
+  TField extends string = 'tx',
+>(
+  options: IdempotencyMiddlewareOptions<TContext, TTransaction> & {
+    transactional: true
+    transactionField?: TField
+  },
+): IdempotencyMiddleware<TContext, IdempotencyTransactionContext<TTransaction, TField>>
+export function createIdempotencyMiddleware<TContext = object, TTransaction = unknown>(
+  options: IdempotencyMiddlewareOptions<TContext, TTransaction> & { exposeContext: true },
+): IdempotencyMiddleware<TContext, { idempotency: HandlerContext<TTransaction> }>
 export function createIdempotencyMiddleware<TContext = object>(
   options: IdempotencyMiddlewareOptions<TContext>,
-): IdempotencyMiddleware<TContext> {
+): IdempotencyMiddleware<TContext>
+export function createIdempotencyMiddleware<TContext = object>(
+  options: IdempotencyMiddlewareOptions<TContext>,
+): IdempotencyMiddleware<TContext, object> {
   const { idempotency, root } = options
   if (!idempotency || typeof idempotency.begin !== 'function') {
     throw new TypeError(
       'idempotent-mutations: createIdempotencyMiddleware needs `idempotency` (from createIdempotency)',
     )
   }
+  if (options.transactional === true) {
+    assertTransactionalStore(
+      idempotency.store,
+      'createIdempotencyMiddleware({ transactional: true })',
+    )
+  }
   const keyField = options.keyField ?? defaultKeyField
   const storeErrors = options.storeErrors ?? defaultTRPCStoreErrors
+  const transactionField = options.transactionField ?? 'tx'
+  const exposeContext = options.exposeContext === true
+
+  /**
+   * Calls the procedure, with `ctx.idempotency` (a view of the lease without its settling
+   * methods) and the transaction in the context when there is one or it was asked for.
+   */
+  function runProcedure(
+    next: (opts?: { ctx: object }) => Promise<MiddlewareResult<object>>,
+    handlerContext: HandlerContext<unknown>,
+  ): Promise<MiddlewareResult<object>> {
+    const { tx } = handlerContext
+    if (tx === undefined && !exposeContext) return next()
+    const view: HandlerContext<unknown> = {
+      takeover: handlerContext.takeover,
+      deriveKey: handlerContext.deriveKey,
+      ...(tx === undefined ? {} : { tx }),
+    }
+    return next({
+      ctx: tx === undefined ? { idempotency: view } : { idempotency: view, [transactionField]: tx },
+    })
+  }
 
   return async function idempotencyMiddleware(opts) {
     if (opts.type !== 'mutation') return opts.next()
@@ -206,11 +277,12 @@ export function createIdempotencyMiddleware<TContext = object>(
       required: settings?.required ?? options.required,
       ttl: settings?.ttl,
       lockTimeout: settings?.lockTimeout,
+      transactional: options.transactional,
     }
 
     const run = async (): Promise<MiddlewareResult<object>> => {
       const attempt = await translated(ctx, () => idempotency.begin(request))
-      if (attempt.kind === 'bypass') return next()
+      if (attempt.kind === 'bypass') return runProcedure(next, unkeyedContext)
       if (attempt.kind === 'replay') {
         setResponseHeader(ctx, 'Idempotent-Replay', 'true')
         const { outcome } = attempt
@@ -222,14 +294,16 @@ export function createIdempotencyMiddleware<TContext = object>(
       // completed with a deterministic error, or released so a retry can run again.
       let settled = false
       try {
-        const result = await next()
+        const result = await runProcedure(next, lease)
+        // In transactional mode completing commits, and a failed commit (nothing happened)
+        // reaches the client as 503 STORE_UNAVAILABLE: retry with the same key.
         if (result.ok) {
           settled = true
-          await lease.complete(result.data)
+          await translated(ctx, () => lease.complete(result.data))
         } else if (storeErrors(result.error)) {
           const recorded = recordError(result.error, { root, path, input, ctx })
           settled = true
-          await lease.completeWithError(recorded)
+          await translated(ctx, () => lease.completeWithError(recorded))
         } else {
           settled = true
           await lease.release()

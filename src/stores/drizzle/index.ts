@@ -4,6 +4,7 @@ export {
   type DrizzlePgDatabase,
   type DrizzleStore,
   type DrizzleStoreOptions,
+  type DrizzleTransactionOf,
 } from './store'
 export {
   defaultIdempotencyTableName,

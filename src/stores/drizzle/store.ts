@@ -14,9 +14,11 @@ import type {
   IdempotencyStore,
   RecordStatus,
   ReleaseInput,
+  StoreTransaction,
   SweepOptions,
 } from '../../store'
 import { type IdempotencyTable, idempotencyKeys } from './table'
+import { runDrizzleTransaction } from './transactional'
 
 /**
  * Any drizzle PostgreSQL database: `drizzle(postgres.js)`, `drizzle(node-postgres)`,
@@ -38,8 +40,19 @@ export interface DrizzleStoreOptions {
   table?: IdempotencyTable
 }
 
-/** An {@link IdempotencyStore} over PostgreSQL through drizzle, plus table management. */
-export interface DrizzleStore extends IdempotencyStore {
+/**
+ * The transaction type of a drizzle database: what `db.transaction(async (tx) => …)` hands its
+ * callback, with your schema and driver in its type. Transactional mode gives it to handlers.
+ */
+export type DrizzleTransactionOf<TDatabase extends DrizzlePgDatabase> = Parameters<
+  Parameters<TDatabase['transaction']>[0]
+>[0]
+
+/**
+ * An {@link IdempotencyStore} over PostgreSQL through drizzle, plus table management.
+ * `TTransaction` is your database's transaction type ({@link DrizzleTransactionOf}).
+ */
+export interface DrizzleStore<TTransaction = unknown> extends IdempotencyStore<TTransaction> {
   /** The table this store reads and writes. */
   readonly table: IdempotencyTable
   /**
@@ -48,6 +61,12 @@ export interface DrizzleStore extends IdempotencyStore {
    * Safe to call from several processes at once. Skip it if drizzle-kit manages the table.
    */
   ensureTable(): Promise<void>
+  /**
+   * Runs `fn` in one transaction on the store's database (`db.transaction`), in which the
+   * engine's transactional mode claims, lets the handler write, and records the outcome. See
+   * `src/stores/drizzle/transactional.ts`.
+   */
+  transaction<T>(fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>): Promise<T>
 }
 
 const expectedColumns = [
@@ -85,18 +104,18 @@ export function createTableStatements(table: IdempotencyTable = idempotencyKeys)
 
 // Epoch milliseconds computed by the server, so every app server reads the same clock.
 // float8 comes back as a JavaScript number from every driver, and mapWith covers the rest.
-const epochMs = (value: SQL | PgColumn) =>
+export const epochMs = (value: SQL | PgColumn) =>
   sql<number>`floor(extract(epoch from ${value}) * 1000)::float8`.mapWith(Number)
 // A completed record that still counts: what a replay reads (`prefix` is a table alias and dot).
 const completedAndLive = (prefix: SQL) =>
   sql`(${prefix}status = 'completed' and ${prefix}expires_at > now())`
-const asBoolean = (value: unknown) => value === true || value === 't' || value === 'true'
-const millisecondsFrom = (placeholder: SQLWrapper) =>
+export const asBoolean = (value: unknown) => value === true || value === 't' || value === 'true'
+export const millisecondsFrom = (placeholder: SQLWrapper) =>
   sql`now() + ${placeholder}::float8 * interval '1 millisecond'`
 
 // How often a claim re-runs when it read nothing (see claim below); each re-run sees a newer
 // snapshot, so the second one practically always answers.
-const maxClaimAttempts = 10
+export const maxClaimAttempts = 10
 
 /**
  * Records in PostgreSQL through drizzle (postgres.js, node-postgres or PGlite). Every method
@@ -108,10 +127,10 @@ const maxClaimAttempts = 10
  * await store.ensureTable()
  * ```
  */
-export function createDrizzleStore(
-  db: DrizzlePgDatabase,
+export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
+  db: TDatabase,
   options: DrizzleStoreOptions = {},
-): DrizzleStore {
+): DrizzleStore<DrizzleTransactionOf<TDatabase>> {
   if (db === null || typeof db !== 'object' || typeof db.select !== 'function') {
     throw new TypeError(
       'idempotent-mutations: createDrizzleStore needs a drizzle PostgreSQL database, e.g. drizzle(pool)',
@@ -277,6 +296,8 @@ export function createDrizzleStore(
   return {
     table,
 
+    transaction: (fn) => runDrizzleTransaction(db, table, fn),
+
     async ensureTable() {
       for (const statement of createTableStatements(table)) {
         try {
@@ -369,7 +390,7 @@ export function createDrizzleStore(
 }
 
 /** The record's columns as selected from `prefix` (a table or the claim's `r`). */
-function recordFields(prefix: SQL) {
+export function recordFields(prefix: SQL) {
   return {
     scope: sql<string>`${prefix}scope`,
     key: sql<string>`${prefix}key`,
@@ -382,7 +403,7 @@ function recordFields(prefix: SQL) {
   }
 }
 
-function toRecord(row: IdempotencyRecord): IdempotencyRecord {
+export function toRecord(row: IdempotencyRecord): IdempotencyRecord {
   return {
     scope: row.scope,
     key: row.key,
@@ -396,7 +417,7 @@ function toRecord(row: IdempotencyRecord): IdempotencyRecord {
 }
 
 /** The SQLSTATE of a driver error, wherever drizzle or the driver put it. */
-function postgresErrorCode(error: unknown): string | undefined {
+export function postgresErrorCode(error: unknown): string | undefined {
   for (let current = error, depth = 0; current && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code
     if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code

@@ -1,0 +1,161 @@
+import { randomUUID } from 'node:crypto'
+import { sql } from 'drizzle-orm'
+import { describe, expect, it, vi } from 'vitest'
+import { fingerprint, type IdempotencyEvent } from '../../src'
+import { databaseUrl } from '../support/env'
+import { deferred, insertOrder, untilServerTime, usePostgres, waitForLockWaiter } from './fixtures'
+
+const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
+const operation = 'orders.create'
+const scope = JSON.stringify(['', operation])
+
+describe.skipIf(!databaseUrl)(
+  `transactional mode, edge cases on PostgreSQL [postgres]${skipped}`,
+  () => {
+    const pg = usePostgres(databaseUrl, 'im_tx_edges', { max: 20 })
+    const serializable = usePostgres(databaseUrl, 'im_tx_edges_serializable', {
+      max: 12,
+      isolation: 'serializable',
+    })
+
+    it('deriveKey is the same after a rolled-back attempt, and differs per name and per key', async () => {
+      const idempotency = pg.engine()
+      const key = pg.newKey('derive')
+      const request = { key, operation, payload: {}, transactional: true } as const
+      const seen: string[] = []
+      await expect(
+        idempotency.execute(request, async ({ deriveKey }) => {
+          seen.push(deriveKey('payment'))
+          throw new Error('the provider timed out')
+        }),
+      ).rejects.toThrow('timed out')
+      const { value } = await idempotency.execute(request, async ({ deriveKey }) => ({
+        payment: deriveKey('payment'),
+        email: deriveKey('email'),
+      }))
+      const other = await idempotency.execute(
+        { ...request, key: `${key}-other` },
+        async (context) => context.deriveKey('payment'),
+      )
+
+      expect(value.payment).toBe(seen[0])
+      expect(value.email).not.toBe(value.payment)
+      expect(other.value).not.toBe(value.payment)
+    })
+
+    it('a non-transactional claim whose lease ran out is taken over inside the transaction', async () => {
+      const events: IdempotencyEvent[] = []
+      const idempotency = pg.engine({}, events)
+      const key = pg.newKey('takeover')
+      const payload = { item: 'drum' }
+      const dead = await pg.store.claim({
+        scope,
+        key,
+        fingerprint: fingerprint(payload),
+        leaseToken: randomUUID(),
+        lockTimeoutMs: 50,
+        ttlMs: 60_000,
+      })
+      if (!dead.claimed) throw new Error('the setup claim did not win')
+      await untilServerTime(pg.db, dead.record.lockedUntil)
+
+      const result = await idempotency.execute(
+        { key, operation, payload, transactional: true },
+        async ({ tx, takeover }) => ({
+          takeover,
+          ...(await insertOrder(tx, pg.orders, key, 'drum')),
+        }),
+      )
+      expect(result).toMatchObject({ replayed: false, value: { takeover: true, item: 'drum' } })
+      expect(events.map((event) => event.type)).toEqual(['takeover', 'executed'])
+      const record = await pg.recordOf(operation, key)
+      expect(record).toMatchObject({ status: 'completed' })
+      expect(record?.leaseToken).not.toBe(dead.record.leaseToken)
+    })
+
+    it('an expired completed record counts as absent: the operation runs again', async () => {
+      const idempotency = pg.engine({ ttl: 50 })
+      const key = pg.newKey('expired')
+      const handler = vi.fn(async ({ tx }: { tx: unknown }) =>
+        insertOrder(tx, pg.orders, key, 'oboe'),
+      )
+      const request = { key, operation, payload: {}, transactional: true } as const
+      await idempotency.execute(request, handler)
+      const expired = await pg.recordOf(operation, key)
+      await untilServerTime(pg.db, expired?.expiresAt ?? 0)
+
+      expect(await idempotency.execute(request, handler)).toMatchObject({ replayed: false })
+      expect(handler).toHaveBeenCalledTimes(2)
+      expect(await pg.orderCount(key)).toBe(2)
+    })
+
+    it('a refused transactional claim holds no lock on the record it read', async () => {
+      const key = pg.newKey('nolock')
+      await pg.engine().execute({ key, operation, payload: {}, transactional: true }, async () => 1)
+      const locked = await pg.store.transaction(async (session) => {
+        const refused = await session.claim(
+          {
+            scope,
+            key,
+            fingerprint: fingerprint({}),
+            leaseToken: randomUUID(),
+            lockTimeoutMs: 60_000,
+            ttlMs: 60_000,
+          },
+          { lockWaitMs: 1000 },
+        )
+        expect(refused).toMatchObject({ claimed: false, record: { status: 'completed' } })
+        // Another connection locks the row at once while this transaction is still open.
+        return pg.db.execute(
+          sql`select 1 from "im_tx_edges"."keys" where scope = ${scope} and key = ${key} for update nowait`,
+        )
+      })
+      expect(locked).toHaveLength(1)
+    })
+
+    it('200 concurrent replays of a completed record in reject mode all replay, none answers 409', async () => {
+      // Even with a 1 ms bound on lock waits: replays do not queue on the record.
+      const idempotency = pg.engine({ concurrency: 'reject', rejectAfter: 1 })
+      const key = pg.newKey('replays')
+      const request = { key, operation, payload: {}, transactional: true } as const
+      const first = await idempotency.execute(request, async ({ tx }) =>
+        insertOrder(tx, pg.orders, key, 'flute'),
+      )
+      const replays = await Promise.all(
+        Array.from({ length: 200 }, () => idempotency.execute(request, async () => 'must not run')),
+      )
+      for (const replay of replays) expect(replay).toEqual({ value: first.value, replayed: true })
+    })
+
+    it('under SERIALIZABLE, duplicates whose claim fails to serialize retry in a new transaction and replay', async () => {
+      const store = serializable.store
+      const transactions = vi.spyOn(store, 'transaction')
+      const idempotency = serializable.engine({ concurrency: 'wait', waitTimeout: '20s' })
+      const key = serializable.newKey('serializable')
+      const request = { key, operation, payload: {}, transactional: true } as const
+      const inside = deferred()
+      const finish = deferred()
+      const first = idempotency.execute(request, async ({ tx }) => {
+        const order = await insertOrder(tx, serializable.orders, key, 'tuba')
+        inside.resolve()
+        await finish.promise
+        return order
+      })
+      await inside.promise
+      const duplicates = Array.from({ length: 10 }, () =>
+        idempotency.execute(request, async () => 'must not run'),
+      )
+      // Every duplicate has taken its snapshot and waits on the first transaction's row.
+      await waitForLockWaiter(serializable.db, '"im_tx_edges_serializable"."keys"', 10)
+      finish.resolve()
+
+      const done = await first
+      for (const duplicate of await Promise.all(duplicates)) {
+        expect(duplicate).toEqual({ value: done.value, replayed: true })
+      }
+      // One transaction per caller, plus one per claim retried after a serialization failure.
+      expect(transactions.mock.calls.length).toBeGreaterThan(11)
+      expect(await serializable.orderCount(key)).toBe(1)
+    })
+  },
+)

@@ -1,0 +1,215 @@
+import { sql } from 'drizzle-orm'
+import { describe, expect, it, vi } from 'vitest'
+import { IdempotencyError, type IdempotencyEvent } from '../../src'
+import { databaseUrl } from '../support/env'
+import { deferred, insertOrder, OutOfStock, usePostgres, waitForLockWaiter } from './fixtures'
+
+const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
+const operation = 'orders.create'
+
+describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${skipped}`, () => {
+  // 20 connections: every waiting duplicate holds one while its claim waits on the first.
+  const pg = usePostgres(databaseUrl, 'im_tx_engine', { max: 20 })
+  // A second schema whose orders.ref is unique, checked at COMMIT: a commit that fails.
+  const strict = usePostgres(databaseUrl, 'im_tx_engine_commit', { max: 2, uniqueRef: true })
+
+  it('a committed handler is replayed from the record: the handler runs once, one row exists', async () => {
+    const idempotency = pg.engine()
+    const key = pg.newKey('commit')
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) =>
+      insertOrder(tx, pg.orders, key, 'book'),
+    )
+    const request = { key, operation, payload: { item: 'book' }, transactional: true } as const
+
+    const first = await idempotency.execute(request, handler)
+    const retry = await idempotency.execute(request, handler)
+
+    expect(first).toEqual({ value: { id: expect.any(Number), item: 'book' }, replayed: false })
+    expect(retry).toEqual({ value: first.value, replayed: true })
+    expect(handler).toHaveBeenCalledTimes(1)
+    expect(await pg.orderCount(key)).toBe(1)
+    expect(await pg.recordOf(operation, key)).toMatchObject({ status: 'completed' })
+  })
+
+  it('200 concurrent duplicates with concurrency wait insert one row and all get the same response', async () => {
+    const idempotency = pg.engine({ concurrency: 'wait', waitTimeout: '20s' })
+    const key = pg.newKey('crowd')
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) =>
+      insertOrder(tx, pg.orders, key, 'lamp'),
+    )
+    const request = { key, operation, payload: { item: 'lamp' }, transactional: true } as const
+
+    const results = await Promise.all(
+      Array.from({ length: 200 }, () => idempotency.execute(request, handler)),
+    )
+
+    expect(handler).toHaveBeenCalledTimes(1)
+    expect(await pg.orderCount(key)).toBe(1)
+    const [row] = await pg.ordersOf(key)
+    for (const result of results) expect(result.value).toEqual({ id: row?.id, item: 'lamp' })
+    expect(results.filter((result) => !result.replayed)).toHaveLength(1)
+  })
+
+  it('a deterministic error rolls the handler writes back, records the error and replays it', async () => {
+    const idempotency = pg.engine()
+    const key = pg.newKey('refused')
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) => {
+      await insertOrder(tx, pg.orders, key, 'sofa')
+      throw new OutOfStock('sofa is out of stock')
+    })
+    const request = { key, operation, payload: { item: 'sofa' }, transactional: true } as const
+
+    await expect(idempotency.execute(request, handler)).rejects.toBeInstanceOf(OutOfStock)
+    const replay = idempotency.execute(request, handler)
+
+    await expect(replay).rejects.toMatchObject({
+      name: 'OutOfStock',
+      message: 'sofa is out of stock',
+      status: 422,
+      code: 'OUT_OF_STOCK',
+    })
+    expect(handler).toHaveBeenCalledTimes(1)
+    expect(await pg.orderCount(key)).toBe(0)
+    expect(await pg.recordOf(operation, key)).toMatchObject({ status: 'completed' })
+  })
+
+  it('an unexpected error rolls back both the row and the claim, so a retry runs cleanly', async () => {
+    const idempotency = pg.engine()
+    const key = pg.newKey('crash')
+    let calls = 0
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) => {
+      const order = await insertOrder(tx, pg.orders, key, 'desk')
+      if (++calls === 1) throw new Error('the payment service timed out')
+      return order
+    })
+    const request = { key, operation, payload: { item: 'desk' }, transactional: true } as const
+
+    await expect(idempotency.execute(request, handler)).rejects.toThrow('timed out')
+    expect(await pg.orderCount(key)).toBe(0)
+    expect(await pg.recordOf(operation, key)).toBeUndefined()
+
+    const retry = await idempotency.execute(request, handler)
+    expect(retry.replayed).toBe(false)
+    expect(handler).toHaveBeenCalledTimes(2)
+    expect(await pg.orderCount(key)).toBe(1)
+  })
+
+  it('while the first transaction is open its claim is invisible, and a rejecting duplicate gets 409 after rejectAfter', async () => {
+    const events: IdempotencyEvent[] = []
+    const idempotency = pg.engine({ concurrency: 'reject', rejectAfter: '50ms' }, events)
+    const key = pg.newKey('inflight')
+    const inside = deferred()
+    const finish = deferred()
+    const request = { key, operation, payload: { item: 'vase' }, transactional: true } as const
+    const first = idempotency.execute(request, async ({ tx }) => {
+      const order = await insertOrder(tx, pg.orders, key, 'vase')
+      inside.resolve()
+      await finish.promise
+      return order
+    })
+    await inside.promise
+
+    // No visible in_progress record, no visible row: other connections see nothing yet.
+    expect(await pg.recordOf(operation, key)).toBeUndefined()
+    expect(await pg.orderCount(key)).toBe(0)
+    const duplicate = idempotency.execute(request, async () => 'must not run')
+    await expect(duplicate).rejects.toMatchObject({
+      code: 'IN_PROGRESS',
+      status: 409,
+      retryAfter: 1,
+    })
+    expect(events.map((event) => event.type)).toContain('conflict')
+
+    finish.resolve()
+    const done = await first
+    const replay = await idempotency.execute(request, async () => 'must not run')
+    expect(replay).toEqual({ value: done.value, replayed: true })
+    expect(await pg.orderCount(key)).toBe(1)
+  })
+
+  it('a waiting duplicate whose wait runs out gets 409, and the first still commits once', async () => {
+    const idempotency = pg.engine({ concurrency: 'wait', waitTimeout: '100ms' })
+    const key = pg.newKey('long')
+    const inside = deferred()
+    const finish = deferred()
+    const request = { key, operation, payload: { item: 'rug' }, transactional: true } as const
+    const first = idempotency.execute(request, async ({ tx }) => {
+      inside.resolve()
+      await finish.promise
+      return insertOrder(tx, pg.orders, key, 'rug')
+    })
+    await inside.promise
+
+    await expect(idempotency.execute(request, async () => 'must not run')).rejects.toMatchObject({
+      code: 'IN_PROGRESS',
+    })
+    finish.resolve()
+    await first
+    expect(await pg.orderCount(key)).toBe(1)
+  })
+
+  it('a waiting duplicate runs the operation itself when the first one rolls back', async () => {
+    const idempotency = pg.engine({ concurrency: 'wait', waitTimeout: '20s' })
+    const key = pg.newKey('handover')
+    const inside = deferred()
+    const fail = deferred()
+    const request = { key, operation, payload: { item: 'bed' }, transactional: true } as const
+    const first = idempotency.execute(request, async ({ tx }) => {
+      await insertOrder(tx, pg.orders, key, 'bed')
+      inside.resolve()
+      await fail.promise
+      throw new Error('connection reset')
+    })
+    await inside.promise
+    const second = idempotency.execute(request, async ({ tx }) =>
+      insertOrder(tx, pg.orders, key, 'bed'),
+    )
+    // The second claim is now blocked on the first transaction's uncommitted row: Postgres
+    // reports it as a lock wait, the readiness signal this test waits for.
+    await waitForLockWaiter(pg.db, '"im_tx_engine"."keys"')
+    fail.resolve()
+
+    await expect(first).rejects.toThrow('connection reset')
+    expect(await second).toMatchObject({ replayed: false })
+    expect(await pg.orderCount(key)).toBe(1)
+  })
+
+  it('the handler runs under the caller lock_timeout, not the bound of the claim wait', async () => {
+    const idempotency = pg.engine({ concurrency: 'reject', rejectAfter: '50ms' })
+    const key = pg.newKey('settings')
+    const lockTimeout = sql`select current_setting('lock_timeout') as lock_timeout`
+    const [outside] = await pg.db.execute<{ lock_timeout: string }>(lockTimeout)
+    const { value } = await idempotency.execute(
+      { key, operation, payload: {}, transactional: true },
+      async ({ tx }) => {
+        const [inside] = await tx.execute<{ lock_timeout: string }>(lockTimeout)
+        return inside?.lock_timeout
+      },
+    )
+    expect(value).toBe(outside?.lock_timeout)
+    expect(value).not.toBe('50ms')
+  })
+
+  it('a commit that fails reports STORE_UNAVAILABLE, keeps no record, and a retry runs again', async () => {
+    const idempotency = strict.engine()
+    const key = strict.newKey('deferred')
+    // Another committed row with this ref makes the deferred unique check fail at COMMIT.
+    await insertOrder(strict.db, strict.orders, key, 'taken')
+    let calls = 0
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) => {
+      calls++
+      return insertOrder(tx, strict.orders, calls === 1 ? key : `${key}-ok`, 'chair')
+    })
+    const request = { key, operation, payload: {}, transactional: true } as const
+
+    const failed = idempotency.execute(request, handler)
+    await expect(failed).rejects.toBeInstanceOf(IdempotencyError)
+    await expect(failed).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', status: 503 })
+    expect(await strict.recordOf(operation, key)).toBeUndefined()
+    expect(await strict.orderCount(key, 'chair')).toBe(0)
+
+    expect(await idempotency.execute(request, handler)).toMatchObject({ replayed: false })
+    expect(handler).toHaveBeenCalledTimes(2)
+    expect(await strict.recordOf(operation, key)).toMatchObject({ status: 'completed' })
+  })
+})

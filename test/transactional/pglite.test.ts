@@ -1,0 +1,104 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { deferred, insertOrder, OutOfStock, usePglite } from './fixtures'
+import { serveYoga } from './servers'
+
+const operation = 'orders.create'
+
+// PGlite is one embedded connection that runs one transaction at a time: a duplicate does not
+// wait on a row lock (there is no second transaction to hold one) but on the whole first
+// transaction, then reads its record. No lock_timeout applies.
+describe('transactional mode on PGlite', () => {
+  const lite = usePglite('im_tx_pglite')
+
+  it('a committed handler is replayed: it runs once and its row exists once', async () => {
+    const idempotency = lite.engine()
+    const key = lite.newKey('commit')
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) =>
+      insertOrder(tx, lite.orders, key, 'book'),
+    )
+    const request = { key, operation, payload: {}, transactional: true } as const
+    const first = await idempotency.execute(request, handler)
+    expect(await idempotency.execute(request, handler)).toEqual({
+      value: first.value,
+      replayed: true,
+    })
+    expect(handler).toHaveBeenCalledTimes(1)
+    expect(await lite.orderCount(key)).toBe(1)
+  })
+
+  it('a deterministic error leaves no row and replays; an unexpected one leaves nothing and reruns', async () => {
+    const idempotency = lite.engine()
+    const refused = lite.newKey('refused')
+    const crashed = lite.newKey('crashed')
+    const refuse = vi.fn(async ({ tx }: { tx: unknown }) => {
+      await insertOrder(tx, lite.orders, refused, 'sofa')
+      throw new OutOfStock('sofa is out of stock')
+    })
+    const crash = vi.fn(async ({ tx }: { tx: unknown }) => {
+      await insertOrder(tx, lite.orders, crashed, 'desk')
+      throw new Error('the payment service timed out')
+    })
+    const request = (key: string) => ({ key, operation, payload: {}, transactional: true }) as const
+
+    await expect(idempotency.execute(request(refused), refuse)).rejects.toThrow('out of stock')
+    await expect(idempotency.execute(request(refused), refuse)).rejects.toMatchObject({
+      code: 'OUT_OF_STOCK',
+    })
+    await expect(idempotency.execute(request(crashed), crash)).rejects.toThrow('timed out')
+    await expect(idempotency.execute(request(crashed), crash)).rejects.toThrow('timed out')
+
+    expect(refuse).toHaveBeenCalledTimes(1)
+    expect(crash).toHaveBeenCalledTimes(2)
+    expect(await lite.orderCount(refused)).toBe(0)
+    expect(await lite.orderCount(crashed)).toBe(0)
+    expect(await lite.recordOf(operation, crashed)).toBeUndefined()
+  })
+
+  it('concurrent duplicates in reject mode wait for the first transaction and replay it: no 409', async () => {
+    const idempotency = lite.engine({ concurrency: 'reject' })
+    const key = lite.newKey('queue')
+    const inside = deferred()
+    const finish = deferred()
+    const request = { key, operation, payload: {}, transactional: true } as const
+    const first = idempotency.execute(request, async ({ tx }) => {
+      const order = await insertOrder(tx, lite.orders, key, 'lamp')
+      inside.resolve()
+      await finish.promise
+      return order
+    })
+    await inside.promise
+    const duplicates = Array.from({ length: 20 }, () =>
+      idempotency.execute(request, async () => 'must not run'),
+    )
+    finish.resolve()
+
+    const done = await first
+    for (const duplicate of await Promise.all(duplicates)) {
+      expect(duplicate).toEqual({ value: done.value, replayed: true })
+    }
+    expect(await lite.orderCount(key)).toBe(1)
+  })
+
+  describe('through GraphQL Yoga', () => {
+    let server: Awaited<ReturnType<typeof serveYoga>>
+    beforeAll(async () => {
+      server = await serveYoga(lite.engine(), lite.orders)
+    })
+    afterAll(() => server.close())
+
+    it('root fields run in nested savepoints: a failing field drops only its own row', async () => {
+      const ref = lite.newKey('fields')
+      const both = `mutation ($ref: String!) {
+        kept: createOrder(ref: $ref, item: "kept") { item }
+        dropped: refuseOrder(ref: $ref, item: "dropped") { id }
+      }`
+      const first = await server.post(both, { ref }, { 'idempotency-key': ref })
+      const retry = await server.post(both, { ref }, { 'idempotency-key': ref })
+
+      expect(first.body.data).toEqual({ kept: { item: 'kept' }, dropped: null })
+      expect(retry).toEqual({ ...first, replay: 'true' })
+      expect(await lite.orderCount(ref, 'kept')).toBe(1)
+      expect(await lite.orderCount(ref, 'dropped')).toBe(0)
+    })
+  })
+})
