@@ -93,7 +93,13 @@ describe(`tenant isolation over HTTP ${where}`, () => {
       // A plain error from `scope` is an unexpected one: 500 (masked by Yoga), never a replay.
       expect(failed).toMatchObject({ status: 500, replay: false, code: 'INTERNAL_SERVER_ERROR' })
       expect(failed.value).toBeUndefined()
-      expect((await executionsOf(database, schema, key)).map((e) => e.scope)).toEqual([''])
+      const executions = await executionsOf(database, schema, key)
+      expect(executions.map((e) => e.scope)).toEqual([''])
+      report(`scope lookup failing for ${tenant} ${adapter}`, {
+        requests: 2,
+        executions: executions.length,
+        failedStatus: failed.status,
+      })
     },
   )
 })
