@@ -14,6 +14,7 @@ import type {
   ClaimResult,
   IdempotencyRecord,
   IdempotencyStore,
+  ReleaseInput,
   StoreTransaction,
   TransactionClaimResult,
 } from './store'
@@ -257,6 +258,8 @@ function defaultDeserializeError(data: unknown): unknown {
 }
 
 const completeRetryDelays = [25, 100, 400]
+const settledTwice = () =>
+  Promise.reject(new Error('idempotent-mutations: a lease is completed or released once'))
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 // A claim the database refused for a concurrent change runs again in a new transaction, a few
 // times: the change it collided with has committed by then.
@@ -337,6 +340,20 @@ export function createIdempotency<TTransaction = unknown>(
     if (onStoreError === 'fail-closed') throw new StoreUnavailableError({ cause: error })
   }
 
+  // The stored scope of the shared scope ('') per operation: the JSON below on every keyed call
+  // costs more than a lookup, and most calls use a few operations. Bounded by clearing.
+  const sharedScopes = new Map<string, string>()
+  function storedScope(callerScope: string, operation: string): string {
+    if (callerScope !== '') return JSON.stringify([callerScope, operation])
+    let scope = sharedScopes.get(operation)
+    if (scope === undefined) {
+      if (sharedScopes.size >= 1024) sharedScopes.clear()
+      scope = JSON.stringify(['', operation])
+      sharedScopes.set(operation, scope)
+    }
+    return scope
+  }
+
   async function begin(request: OperationRequest): Promise<Attempt<TTransaction>> {
     const required = request.required ?? defaults.required
     const callerScope = request.scope ?? ''
@@ -362,7 +379,7 @@ export function createIdempotency<TTransaction = unknown>(
         : toMilliseconds(request.waitTimeout, 'waitTimeout')
     // The stored scope joins caller and operation unambiguously: the same key from two tenants
     // or on two operations names two unrelated records.
-    const scope = JSON.stringify([callerScope, request.operation])
+    const scope = storedScope(callerScope, request.operation)
     const fingerprint = request.fingerprint ?? fingerprintOf(request.payload)
     const base = { operation: request.operation, scope: callerScope, key }
 
@@ -423,7 +440,7 @@ export function createIdempotency<TTransaction = unknown>(
         if (result.takeover) emit(base, 'takeover')
         return {
           kind: 'execute',
-          lease: createLease(result.record, result.takeover, ttl, base, now()),
+          lease: new StoreLease(result.record, result.takeover, ttl, base, now()),
         }
       }
       const { record } = result
@@ -654,21 +671,40 @@ export function createIdempotency<TTransaction = unknown>(
     return response
   }
 
-  function createLease(
-    record: IdempotencyRecord,
-    takeover: boolean,
-    ttl: number,
-    base: { operation: string; scope: string; key: string },
-    startedAt: number,
-  ): Lease<TTransaction> {
-    const target = { scope: record.scope, key: record.key, leaseToken: record.leaseToken }
-    let settled = false
-    const settle = () => {
-      if (settled) throw new Error('idempotent-mutations: a lease is completed or released once')
-      settled = true
+  /**
+   * The lease of a keyed operation outside transactional mode. One class per engine, so its
+   * settling methods live on the prototype: a keyed call allocates one object for its lease,
+   * not a closure per method (the lease is on every first execution's path).
+   */
+  class StoreLease implements Lease<TTransaction> {
+    readonly takeover: boolean
+    readonly deriveKey: (name: string) => string
+    readonly #target: ReleaseInput
+    readonly #ttl: number
+    readonly #base: EventBase
+    readonly #startedAt: number
+    #settled = false
+
+    constructor(
+      record: IdempotencyRecord,
+      takeover: boolean,
+      ttl: number,
+      base: EventBase,
+      startedAt: number,
+    ) {
+      const target = { scope: record.scope, key: record.key, leaseToken: record.leaseToken }
+      this.takeover = takeover
+      // An own property, not a method: adapters hand `deriveKey` on detached from the lease.
+      this.deriveKey = (name: string) =>
+        hashParts('idempotent-mutations/v1', target.scope, target.key, name)
+      this.#target = target
+      this.#ttl = ttl
+      this.#base = base
+      this.#startedAt = startedAt
     }
 
-    async function completedUnderThisLease(): Promise<boolean> {
+    async #completedUnderThisLease(): Promise<boolean> {
+      const target = this.#target
       try {
         const current = await store.get(target.scope, target.key)
         return current?.status === 'completed' && current.leaseToken === target.leaseToken
@@ -677,7 +713,11 @@ export function createIdempotency<TTransaction = unknown>(
       }
     }
 
-    async function write(response: string | null): Promise<void> {
+    /** Encodes and writes the outcome (retrying a store that fails), then reports it. */
+    async #record(outcome: Outcome): Promise<void> {
+      const base = this.#base
+      const target = this.#target
+      const response = encodeOutcome(outcome, base)
       for (let attempt = 0; ; attempt++) {
         try {
           const ok = await store.complete({
@@ -685,18 +725,17 @@ export function createIdempotency<TTransaction = unknown>(
             key: target.key,
             leaseToken: target.leaseToken,
             response,
-            ttlMs: ttl,
+            ttlMs: this.#ttl,
           })
           // After a failed attempt, `false` may mean that attempt did commit and only its answer
           // was lost: the record then stands completed under this lease, which is no loss.
-          if (!ok && attempt > 0 && (await completedUnderThisLease())) return
-          if (!ok) {
+          if (!ok && !(attempt > 0 && (await this.#completedUnderThisLease()))) {
             emit(base, 'lost-lease')
             logger.warn(
               `lost the lease on operation ${base.operation} before completing: the outcome was not recorded (the key was taken over or released)`,
             )
           }
-          return
+          break
         } catch (error) {
           const delay = completeRetryDelays[attempt]
           if (delay === undefined) {
@@ -705,44 +744,43 @@ export function createIdempotency<TTransaction = unknown>(
               `could not record the outcome of operation ${base.operation}; the key stays in progress until its lease ends`,
               error,
             )
-            return
+            break
           }
           await sleep(delay)
         }
       }
+      if (options.onEvent) emit(base, 'executed', { durationMs: now() - this.#startedAt })
     }
 
-    async function recordOutcome(outcome: Outcome): Promise<void> {
-      await write(encodeOutcome(outcome, base))
-      if (options.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
+    // Not `async`: that would add a promise per call. A second settling still rejects
+    // rather than throwing, as an async method would.
+    complete(value: unknown): Promise<void> {
+      if (this.#settled) return settledTwice()
+      this.#settled = true
+      return this.#record({ ok: true, value })
     }
 
-    return {
-      takeover,
-      deriveKey: (name: string) =>
-        hashParts('idempotent-mutations/v1', record.scope, record.key, name),
-      async complete(value) {
-        settle()
-        await recordOutcome({ ok: true, value })
-      },
-      async completeWithError(errorData) {
-        settle()
-        await recordOutcome({ ok: false, error: errorData })
-      },
-      async release() {
-        settle()
-        try {
-          const ok = await store.release(target)
-          if (ok) emit(base, 'released')
-          else emit(base, 'lost-lease')
-        } catch (error) {
-          emit(base, 'store-error', { stage: 'release', error })
-          logger.error(
-            `could not release operation ${base.operation}; the key stays in progress until its lease ends`,
-            error,
-          )
-        }
-      },
+    completeWithError(errorData: unknown): Promise<void> {
+      if (this.#settled) return settledTwice()
+      this.#settled = true
+      return this.#record({ ok: false, error: errorData })
+    }
+
+    async release(): Promise<void> {
+      if (this.#settled) return settledTwice()
+      this.#settled = true
+      const base = this.#base
+      try {
+        const ok = await store.release(this.#target)
+        if (ok) emit(base, 'released')
+        else emit(base, 'lost-lease')
+      } catch (error) {
+        emit(base, 'store-error', { stage: 'release', error })
+        logger.error(
+          `could not release operation ${base.operation}; the key stays in progress until its lease ends`,
+          error,
+        )
+      }
     }
   }
 

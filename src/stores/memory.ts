@@ -88,7 +88,21 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
       const at = now()
       const rid = id(input.scope, input.key)
       const existing = records.get(rid)
-      const fresh = (): IdempotencyRecord => ({
+      let takeover: boolean
+      if (existing === undefined || existing.expiresAt <= at) {
+        if (existing) records.delete(rid)
+        makeRoom(at)
+        takeover = false
+      } else if (
+        existing.status === 'in_progress' &&
+        existing.lockedUntil <= at &&
+        existing.fingerprint === input.fingerprint
+      ) {
+        takeover = true
+      } else {
+        return { claimed: false, record: { ...existing }, now: at }
+      }
+      const record: IdempotencyRecord = {
         scope: input.scope,
         key: input.key,
         fingerprint: input.fingerprint,
@@ -97,24 +111,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
         leaseToken: input.leaseToken,
         lockedUntil: at + input.lockTimeoutMs,
         expiresAt: at + input.ttlMs,
-      })
-      if (existing === undefined || existing.expiresAt <= at) {
-        if (existing) records.delete(rid)
-        makeRoom(at)
-        const record = fresh()
-        put(rid, record)
-        return { claimed: true, takeover: false, record: { ...record } }
       }
-      if (
-        existing.status === 'in_progress' &&
-        existing.lockedUntil <= at &&
-        existing.fingerprint === input.fingerprint
-      ) {
-        const record = fresh()
-        put(rid, record)
-        return { claimed: true, takeover: true, record: { ...record } }
-      }
-      return { claimed: false, record: { ...existing }, now: at }
+      put(rid, record)
+      return { claimed: true, takeover, record: { ...record } }
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
@@ -123,12 +122,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
       if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
         return false
       }
-      put(rid, {
-        ...existing,
-        status: 'completed',
-        response: input.response,
-        expiresAt: now() + input.ttlMs,
-      })
+      // In place: the stored object never leaves the store (callers get copies), and a new one
+      // per completion would be one more object for the garbage collector to move.
+      existing.status = 'completed'
+      existing.response = input.response
+      existing.expiresAt = now() + input.ttlMs
+      if (existing.expiresAt < earliestExpiry) earliestExpiry = existing.expiresAt
       return true
     },
 
