@@ -3,6 +3,7 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch'
 import { createSchema, createYoga } from 'graphql-yoga'
 import { vi } from 'vitest'
 import { z } from 'zod'
+import type { RetryEvent } from '../../adapters/client'
 import { useIdempotency } from '../../adapters/envelop'
 import { createIdempotencyMiddleware, getIdempotencyError } from '../../adapters/trpc'
 import { createIdempotency, createMemoryStore } from '../../src'
@@ -157,4 +158,22 @@ export function createYogaServer() {
   })
   const handle: Handle = async (request) => yoga.fetch(request)
   return { handle, spies, gate, started: started.opened }
+}
+
+/**
+ * Between attempts of the 409 story, waits on the story's events, never on time: after the
+ * lost connection, until the first run's handler has started (it holds the key); after the
+ * 409, lets that run finish and waits until its outcome is recorded.
+ */
+export function holdThenRelease(
+  server: { started: Promise<void>; gate: { open(): void } },
+  net: ReturnType<typeof lossyFetch>,
+) {
+  return async (retry: RetryEvent | undefined) => {
+    if (retry?.kind === 'network') await server.started
+    if (retry?.status === 409) {
+      server.gate.open()
+      await Promise.all(net.pending)
+    }
+  }
 }

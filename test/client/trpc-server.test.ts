@@ -1,26 +1,11 @@
 import { createTRPCClient, httpBatchLink, httpLink, splitLink } from '@trpc/client'
 import { describe, expect, it } from 'vitest'
 import { idempotencyHeaders, idempotencyLink, type RetryEvent } from '../../adapters/client'
-import { createTrpcServer, lossyFetch, type TrpcRouter } from './servers'
+import { createTrpcServer, holdThenRelease, lossyFetch, type TrpcRouter } from './servers'
 
 const url = 'http://in-process/trpc'
 
 type Server = ReturnType<typeof createTrpcServer>
-
-/**
- * Between attempts of the 409 story, waits on the story's events, never on time: after the
- * lost connection, until the first run's handler has started (it holds the key); after the
- * 409, lets that run finish and waits until its outcome is recorded.
- */
-function holdThenRelease(server: Server, net: ReturnType<typeof lossyFetch>) {
-  return async (retry: RetryEvent | undefined) => {
-    if (retry?.kind === 'network') await server.started
-    if (retry?.status === 409) {
-      server.gate.open()
-      await Promise.all(net.pending)
-    }
-  }
-}
 
 /** The client of the docs' recipe against the real tRPC fetch adapter. */
 function connect(server: Server, between?: typeof holdThenRelease) {

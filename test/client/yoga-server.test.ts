@@ -1,22 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { idempotentFetch, type RetryEvent } from '../../adapters/client'
-import { createYogaServer, lossyFetch } from './servers'
+import { createYogaServer, holdThenRelease, lossyFetch } from './servers'
 
 const url = 'http://in-process/graphql'
 const createOrder = 'mutation Create($item: String!) { createOrder(item: $item) { id item } }'
 
 type Server = ReturnType<typeof createYogaServer>
-
-/** As in the tRPC suite: the 409 story's waits follow its events, never the clock. */
-function holdThenRelease(server: Server, net: ReturnType<typeof lossyFetch>) {
-  return async (retry: RetryEvent | undefined) => {
-    if (retry?.kind === 'network') await server.started
-    if (retry?.status === 409) {
-      server.gate.open()
-      await Promise.all(net.pending)
-    }
-  }
-}
 
 /** A plain GraphQL client over the wrapped fetch, against the real Yoga server. */
 function connect(server: Server, between?: typeof holdThenRelease) {
