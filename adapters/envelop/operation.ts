@@ -30,11 +30,32 @@ export interface MutationAnalysis {
 
 const incrementalDirectives = new Set(['defer', 'stream'])
 
-export function analyzeMutation(
-  document: DocumentNode,
-  operation: OperationDefinitionNode,
-  variables: Variables,
-): MutationAnalysis {
+/** What does not depend on the variables: worked out once per operation of a document. */
+interface OperationShape {
+  fragmentsByName: Map<string, FragmentDefinitionNode>
+  fragments: FragmentDefinitionNode[]
+  incremental: boolean
+  /** The analysis itself when no root-level selection has a directive (no `@skip`/`@include`). */
+  fixed: MutationAnalysis | undefined
+}
+
+/**
+ * Per document, then per operation. Servers reuse the parsed document of a query they have
+ * seen (Yoga's parse cache), and GraphQL ASTs are not mutated once parsed, so the walk and the
+ * `print` are done once per document instead of on every request. Weak, so documents that go
+ * out of a server's cache are not kept alive here.
+ */
+const shapes = new WeakMap<DocumentNode, Map<OperationDefinitionNode, OperationShape>>()
+
+function shapeOf(document: DocumentNode, operation: OperationDefinitionNode): OperationShape {
+  let byOperation = shapes.get(document)
+  if (byOperation === undefined) {
+    byOperation = new Map()
+    shapes.set(document, byOperation)
+  }
+  let shape = byOperation.get(operation)
+  if (shape !== undefined) return shape
+
   const fragmentsByName = new Map<string, FragmentDefinitionNode>()
   for (const definition of document.definitions) {
     if (definition.kind === Kind.FRAGMENT_DEFINITION) {
@@ -63,9 +84,57 @@ export function analyzeMutation(
     }
   }
   walk(operation.selectionSet)
+  const fragments = Object.freeze(
+    [...used.values()].sort((a, b) => (a.name.value < b.name.value ? -1 : 1)),
+  ) as FragmentDefinitionNode[]
+  shape = { fragmentsByName, fragments, incremental, fixed: undefined }
 
-  // Root fields the executor will run: the same walk as graphql-js' collectFields, limited to
-  // the root level (mutation root fields run serially, so each one is an effect).
+  // Without directives at the root level, the root fields do not depend on the variables.
+  let directives = false
+  const visited = new Set<string>()
+  const look = (selectionSet: SelectionSetNode): void => {
+    for (const selection of selectionSet.selections) {
+      if (selection.directives?.length) directives = true
+      if (selection.kind === Kind.INLINE_FRAGMENT) look(selection.selectionSet)
+      else if (selection.kind === Kind.FRAGMENT_SPREAD) {
+        const fragment = fragmentsByName.get(selection.name.value)
+        if (fragment && !visited.has(fragment.name.value)) {
+          visited.add(fragment.name.value)
+          look(fragment.selectionSet)
+        }
+      }
+    }
+  }
+  look(operation.selectionSet)
+  if (!directives) {
+    // Shared by every request of this document: frozen, so no caller can change it for the next.
+    const fixed = collectRootFields(shape, operation, {})
+    Object.freeze(fixed.rootFields)
+    Object.freeze(fixed.fieldNames)
+    shape.fixed = Object.freeze(fixed)
+  }
+  byOperation.set(operation, shape)
+  return shape
+}
+
+export function analyzeMutation(
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  variables: Variables,
+): MutationAnalysis {
+  const shape = shapeOf(document, operation)
+  return shape.fixed ?? collectRootFields(shape, operation, variables)
+}
+
+/**
+ * Root fields the executor will run: the same walk as graphql-js' collectFields, limited to the
+ * root level (mutation root fields run serially, so each one is an effect).
+ */
+function collectRootFields(
+  shape: OperationShape,
+  operation: OperationDefinitionNode,
+  variables: Variables,
+): MutationAnalysis {
   const rootFields: FieldNode[] = []
   const visited = new Set<string>()
   const collect = (selectionSet: SelectionSetNode): void => {
@@ -75,7 +144,7 @@ export function analyzeMutation(
       else if (selection.kind === Kind.INLINE_FRAGMENT) collect(selection.selectionSet)
       else {
         const name = selection.name.value
-        const fragment = fragmentsByName.get(name)
+        const fragment = shape.fragmentsByName.get(name)
         if (fragment && !visited.has(name)) {
           visited.add(name)
           collect(fragment.selectionSet)
@@ -86,11 +155,11 @@ export function analyzeMutation(
   collect(operation.selectionSet)
 
   const fieldNames = [...new Set(rootFields.map((field) => field.name.value))].sort()
-  const fragments = [...used.values()].sort((a, b) => (a.name.value < b.name.value ? -1 : 1))
-  return { rootFields, fieldNames, fragments, incremental }
+  return { rootFields, fieldNames, fragments: shape.fragments, incremental: shape.incremental }
 }
 
 function isIncluded(selection: SelectionNode, variables: Variables): boolean {
+  if (!selection.directives?.length) return true
   try {
     if (getDirectiveValues(GraphQLSkipDirective, selection, variables)?.if === true) return false
     if (getDirectiveValues(GraphQLIncludeDirective, selection, variables)?.if === false) {
@@ -113,13 +182,39 @@ export function fingerprintPayload(
   analysis: MutationAnalysis,
   variables: Variables,
 ): unknown {
-  const document = print({ kind: Kind.DOCUMENT, definitions: [operation, ...analysis.fragments] })
+  const document = printedOperation(operation, analysis.fragments)
   const declared: Record<string, unknown> = {}
   for (const definition of operation.variableDefinitions ?? []) {
     const name = definition.variable.name.value
     if (variables[name] !== undefined) declared[name] = variables[name]
   }
   return { operationName: operation.name?.value ?? null, document, variables: declared }
+}
+
+/**
+ * The operation and the fragments it uses, printed: once per operation of a parsed document
+ * (`fragments` is the array the document's analysis keeps, so it identifies the document).
+ */
+const printed = new WeakMap<
+  OperationDefinitionNode,
+  Map<readonly FragmentDefinitionNode[], string>
+>()
+
+function printedOperation(
+  operation: OperationDefinitionNode,
+  fragments: readonly FragmentDefinitionNode[],
+): string {
+  let byFragments = printed.get(operation)
+  if (byFragments === undefined) {
+    byFragments = new Map()
+    printed.set(operation, byFragments)
+  }
+  let text = byFragments.get(fragments)
+  if (text === undefined) {
+    text = print({ kind: Kind.DOCUMENT, definitions: [operation, ...fragments] })
+    byFragments.set(fragments, text)
+  }
+  return text
 }
 
 /**

@@ -1,0 +1,46 @@
+import { getOperationAST, parse } from 'graphql'
+import { describe, expect, it } from 'vitest'
+import { analyzeMutation, fingerprintPayload } from '../../adapters/envelop/operation'
+import { fingerprint } from '../../src'
+
+/** Parses `query` and analyses its one operation, as the plugin does per request. */
+function analyse(document: ReturnType<typeof parse>, variables: Record<string, unknown> = {}) {
+  const operation = getOperationAST(document)
+  if (!operation) throw new Error('no operation')
+  const analysis = analyzeMutation(document, operation, variables)
+  return { analysis, payload: fingerprintPayload(operation, analysis, variables) }
+}
+
+describe('per-document analysis reused across requests', () => {
+  it('gives each request the root fields its own @skip variables select, on one parsed document', () => {
+    const document = parse(
+      'mutation ($no: Boolean!) { chargeCard(amount: 1) @skip(if: $no) createOrder(item: "a") { id } }',
+    )
+    expect(analyse(document, { no: true }).analysis.fieldNames).toEqual(['createOrder'])
+    expect(analyse(document, { no: false }).analysis.fieldNames).toEqual([
+      'chargeCard',
+      'createOrder',
+    ])
+    expect(analyse(document, { no: true }).analysis.fieldNames).toEqual(['createOrder'])
+  })
+
+  it('fingerprints a reused document exactly like a fresh parse of the same operation', () => {
+    const text =
+      'mutation Pay($n: Int!) { ...P } fragment P on Mutation { chargeCard(amount: $n) } fragment Unused on Mutation { sendEmail(to: "x") }'
+    const reused = parse(text)
+    const first = analyse(reused, { n: 1 })
+    const again = analyse(reused, { n: 1 })
+    const fresh = analyse(parse(`# other spacing\n${text.replaceAll(' ', '  ')}`), { n: 1 })
+    expect(fingerprint(again.payload)).toBe(fingerprint(first.payload))
+    expect(fingerprint(fresh.payload)).toBe(fingerprint(first.payload))
+    expect(fingerprint(analyse(reused, { n: 2 }).payload)).not.toBe(fingerprint(first.payload))
+    expect((first.payload as { document: string }).document).not.toContain('Unused')
+  })
+
+  it('keeps the shared analysis of a document without directives out of callers’ reach', () => {
+    const document = parse('mutation { createOrder(item: "a") { id } }')
+    const { analysis } = analyse(document)
+    expect(() => analysis.fieldNames.push('chargeCard')).toThrow(TypeError)
+    expect(analyse(document).analysis.fieldNames).toEqual(['createOrder'])
+  })
+})
