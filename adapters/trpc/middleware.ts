@@ -155,11 +155,8 @@ async function inBatchOrder<T>(
     batchCalls.set(request, calls)
   }
   const before = calls.get(id)
-  const mine = (async () => {
-    // Only the earlier call's end matters, not how it ended: the engine reads its record.
-    if (before !== undefined) await before.catch(() => undefined)
-    return run()
-  })()
+  // Only the earlier call's end matters, not how it ended: the engine reads its record.
+  const mine = before === undefined ? run() : before.catch(() => undefined).then(() => run())
   calls.set(id, mine)
   try {
     return await mine
@@ -176,17 +173,17 @@ function withoutField(input: unknown, field: string): unknown {
   return rest
 }
 
-/** Runs `fn`, turning the engine's errors into the `TRPCError`s a client gets. */
-async function translated<T>(ctx: unknown, fn: () => T | Promise<T>): Promise<T> {
-  try {
-    return await fn()
-  } catch (error) {
-    if (!isIdempotencyError(error)) throw error
-    if (error.retryAfter !== undefined) {
-      setResponseHeader(ctx, 'Retry-After', String(error.retryAfter))
-    }
-    throw toTRPCError(error)
+/**
+ * Rethrows `error`, an engine error as the `TRPCError` a client gets. Called from `catch`
+ * blocks around the engine's calls (inline, not through a wrapping callback: these are on
+ * every keyed call's path).
+ */
+function rethrowTranslated(ctx: unknown, error: unknown): never {
+  if (!isIdempotencyError(error)) throw error
+  if (error.retryAfter !== undefined) {
+    setResponseHeader(ctx, 'Retry-After', String(error.retryAfter))
   }
+  throw toTRPCError(error)
 }
 
 /**
@@ -258,14 +255,20 @@ export function createIdempotencyMiddleware<TContext = object>(
     const input = await opts.getRawInput()
     const info = { ctx, path, input }
 
-    const { key, payload } = await translated(ctx, async () => {
+    let key: string | undefined
+    let payload: unknown
+    try {
       if (options.getKey) {
-        const found = await options.getKey(info)
-        return { key: found ?? undefined, payload: withoutField(input, keyField) }
+        key = (await options.getKey(info)) ?? undefined
+        payload = withoutField(input, keyField)
+      } else {
+        const fromInput = splitInputKey(input, keyField)
+        key = agreeOnKey(headerKeyOf(ctx), fromInput.key)
+        payload = fromInput.payload
       }
-      const fromInput = splitInputKey(input, keyField)
-      return { key: agreeOnKey(headerKeyOf(ctx), fromInput.key), payload: fromInput.payload }
-    })
+    } catch (error) {
+      rethrowTranslated(ctx, error)
+    }
     // Only keyed calls need a scope; a scope that throws fails the call (no shared fallback).
     const scope = key === undefined || !options.scope ? undefined : await options.scope(info)
     const settings = meta?.idempotency
@@ -281,7 +284,12 @@ export function createIdempotencyMiddleware<TContext = object>(
     }
 
     const run = async (): Promise<MiddlewareResult<object>> => {
-      const attempt = await translated(ctx, () => idempotency.begin(request))
+      let attempt: Awaited<ReturnType<typeof idempotency.begin>>
+      try {
+        attempt = await idempotency.begin(request)
+      } catch (error) {
+        rethrowTranslated(ctx, error)
+      }
       if (attempt.kind === 'bypass') return runProcedure(next, unkeyedContext)
       if (attempt.kind === 'replay') {
         setResponseHeader(ctx, 'Idempotent-Replay', 'true')
@@ -299,11 +307,11 @@ export function createIdempotencyMiddleware<TContext = object>(
         // reaches the client as 503 STORE_UNAVAILABLE: retry with the same key.
         if (result.ok) {
           settled = true
-          await translated(ctx, () => lease.complete(result.data))
+          await lease.complete(result.data).catch((error) => rethrowTranslated(ctx, error))
         } else if (storeErrors(result.error)) {
           const recorded = recordError(result.error, { root, path, input, ctx })
           settled = true
-          await translated(ctx, () => lease.completeWithError(recorded))
+          await lease.completeWithError(recorded).catch((error) => rethrowTranslated(ctx, error))
         } else {
           settled = true
           await lease.release()
