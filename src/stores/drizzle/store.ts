@@ -327,10 +327,10 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         // snapshot was taken. ON CONFLICT saw it (and left it alone), but the outer SELECT,
         // reading the older snapshot, did not. Running again reads a snapshot that has it.
         if (row === undefined) continue
-        const { claimed: won, takeover, now, ...record } = row
-        return won
-          ? { claimed: true, takeover, record: toRecord(record) }
-          : { claimed: false, record: toRecord(record), now }
+        // toRecord picks the record's fields from the row itself (no rest copy in between).
+        return row.claimed
+          ? { claimed: true, takeover: row.takeover, record: toRecord(row) }
+          : { claimed: false, record: toRecord(row), now: row.now }
       }
       throw new Error(
         `idempotent-mutations: the claim of a key read no record ${maxClaimAttempts} times in a row (constant concurrent release and claim of one key)`,
