@@ -265,6 +265,21 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 // times: the change it collided with has committed by then.
 const maxSerializationRetries = 5
 
+/**
+ * One claim attempt's input. A fresh token per attempt: a waiter that claims after a release
+ * holds its own lease. A module function rather than a closure in `begin`, which would be one
+ * more allocation on every keyed call.
+ */
+function newClaimInput(
+  scope: string,
+  key: string,
+  fingerprint: string,
+  lockTimeoutMs: number,
+  ttlMs: number,
+): ClaimInput {
+  return { scope, key, fingerprint, leaseToken: randomUUID(), lockTimeoutMs, ttlMs }
+}
+
 /** Throws unless `store` can run transactional mode. */
 export function assertTransactionalStore(store: IdempotencyStore<unknown>, where: string): void {
   if (typeof store.transaction !== 'function') {
@@ -385,15 +400,6 @@ export function createIdempotency<TTransaction = unknown>(
 
     // An unfinished claim lives at least as long as its lease.
     const claimTtl = Math.max(ttl, lockTimeout)
-    // A fresh token per attempt: a waiter that claims after a release holds its own lease.
-    const claimInput = (): ClaimInput => ({
-      scope,
-      key,
-      fingerprint,
-      leaseToken: randomUUID(),
-      lockTimeoutMs: lockTimeout,
-      ttlMs: claimTtl,
-    })
 
     const deadline = now() + waitTimeout
     let pause = 20
@@ -402,7 +408,11 @@ export function createIdempotency<TTransaction = unknown>(
       let result: ClaimResult
       if (inTransaction) {
         const lockWaitMs = concurrency === 'wait' ? deadline - now() : defaults.rejectAfter
-        const claim = await claimInTransaction(claimInput(), lockWaitMs, base)
+        const claim = await claimInTransaction(
+          newClaimInput(scope, key, fingerprint, lockTimeout, claimTtl),
+          lockWaitMs,
+          base,
+        )
         if (claim.kind === 'failed') {
           return { kind: 'execute', lease: await recordlessLease(request.operation) }
         }
@@ -430,7 +440,7 @@ export function createIdempotency<TTransaction = unknown>(
         result = claim.result
       } else {
         try {
-          result = await store.claim(claimInput())
+          result = await store.claim(newClaimInput(scope, key, fingerprint, lockTimeout, claimTtl))
         } catch (error) {
           claimFailed(base, error)
           return { kind: 'bypass', reason: 'store-unavailable' }
