@@ -146,22 +146,37 @@ function plainCanonicalJson(value: unknown, depth: number): string | undefined |
       if (prototype !== Object.prototype && prototype !== null) return unusual
       const record = value as Record<string, unknown>
       if (typeof record.toJSON === 'function') return unusual
-      const keys = Object.keys(record).sort()
+      const keys = Object.keys(record)
+      if (keys.length > 1) keys.sort()
       let text = '{'
-      let first = true
       for (const key of keys) {
         if (key.charCodeAt(0) === 36 /* $ */) return unusual
         const item = plainCanonicalJson(record[key], depth + 1)
         if (item === unusual) return unusual
         if (item === undefined) continue
-        text += `${first ? '' : ','}${JSON.stringify(key)}:${item}`
-        first = false
+        // Nothing written yet is exactly `{`: every member adds at least `"":`.
+        text += (text.length === 1 ? '' : ',') + quotedKey(key) + item
       }
       return `${text}}`
     }
     default:
       return unusual
   }
+}
+
+/**
+ * `"key":` for an object key. Payloads of one operation repeat the same few keys on every call,
+ * so short ones are quoted once and kept (a bounded number of them) instead of going through
+ * `JSON.stringify` each time.
+ */
+const quotedKeys = new Map<string, string>()
+function quotedKey(key: string): string {
+  let quoted = quotedKeys.get(key)
+  if (quoted === undefined) {
+    quoted = `${JSON.stringify(key)}:`
+    if (key.length <= 64 && quotedKeys.size < 4096) quotedKeys.set(key, quoted)
+  }
+  return quoted
 }
 
 /** A stable, opaque derivation of several strings (used for downstream keys). */
