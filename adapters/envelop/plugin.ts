@@ -321,7 +321,8 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
     if (options.getKey) {
       const key = await options.getKey({
         context,
-        fieldNames,
+        // A copy: the analysis is shared by every request of this document (and frozen).
+        fieldNames: [...fieldNames],
         document: args.document,
         operationName: args.operationName ?? undefined,
         variables,

@@ -2,6 +2,7 @@ import { getOperationAST, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
 import { analyzeMutation, fingerprintPayload } from '../../adapters/envelop/operation'
 import { fingerprint } from '../../src'
+import { createFixture, fetchClient } from './fixtures'
 
 /** Parses `query` and analyses its one operation, as the plugin does per request. */
 function analyse(document: ReturnType<typeof parse>, variables: Record<string, unknown> = {}) {
@@ -42,5 +43,30 @@ describe('per-document analysis reused across requests', () => {
     const { analysis } = analyse(document)
     expect(() => analysis.fieldNames.push('chargeCard')).toThrow(TypeError)
     expect(analyse(document).analysis.fieldNames).toEqual(['createOrder'])
+  })
+
+  it('hands getKey its own list of field names: what it does to them never reaches the next request', async () => {
+    const { yoga, store } = createFixture({
+      plugin: {
+        getKey: ({ fieldNames }) => {
+          const mine = fieldNames as string[]
+          const key = `k-${mine.join('+')}`
+          mine.reverse().push('extra')
+          return key
+        },
+      },
+    })
+    const client = await fetchClient(yoga)
+    const request = {
+      query: 'mutation { sendEmail(to: "a@example.com") createOrder(item: "a") { id } }',
+    }
+    await client.post(request)
+    await client.post(request)
+    expect(
+      store.claim.mock.calls.map(([input]) => [input.key, JSON.parse(input.scope)[1]]),
+    ).toEqual([
+      ['k-createOrder+sendEmail', 'createOrder,sendEmail'],
+      ['k-createOrder+sendEmail', 'createOrder,sendEmail'],
+    ])
   })
 })
