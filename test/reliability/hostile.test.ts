@@ -175,7 +175,7 @@ describe(`hostile input through the adapters over HTTP ${where}`, () => {
     const reply = await http.post(`${app.url}/trpc/order.create`, body, {
       'idempotency-key': 'too-deep',
     })
-    // No code of the contract fits; docs/guarantees.md states this 500.
+    // No code of the contract fits; the README (Guarantees) states this 500.
     expect(reply.status).toBe(500)
     await expectUnchanged(before)
     report('input too deep to fingerprint', { depth, status: reply.status, rowsChanged })

@@ -18,7 +18,7 @@ export function uniquePrefix(file: string): string {
   return `idem-test:${file}:${randomUUID().slice(0, 8)}:`
 }
 
-/** An ioredis client with the settings docs/redis.md recommends, connected. */
+/** An ioredis client with the settings the README (Redis store) recommends, connected. */
 export async function connectIoRedis(url = redisUrl): Promise<Redis> {
   const client = new Redis(url ?? '', {
     lazyConnect: true,
@@ -30,7 +30,7 @@ export async function connectIoRedis(url = redisUrl): Promise<Redis> {
   return client
 }
 
-/** A node-redis v5 client with the settings docs/redis.md recommends, connected. */
+/** A node-redis v5 client with the settings the README (Redis store) recommends, connected. */
 export async function connectNodeRedis(url = redisUrl, RESP: 2 | 3 = 2) {
   const client = createClient({
     url: url ?? '',

@@ -108,7 +108,7 @@ describe.each(['fetch', 'standalone'] as const)(
         expect(retry).toEqual(first)
         expect(retry.at).toBeInstanceOf(Date)
         expect(app.spies.rich).toHaveBeenCalledTimes(1)
-        // Streamed responses send their headers before any call ends (see docs/trpc.md).
+        // Streamed responses send their headers before any call ends (see the README, tRPC batching).
         expect(server.responses.map((r) => r.replay)).toEqual([null, null])
       } finally {
         await server.close()
