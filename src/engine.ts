@@ -102,6 +102,14 @@ export interface IdempotencyOptions<TTransaction = unknown> {
   /** Run `store.sweep()` on this interval (unref'd timer); `false` to never. @default false */
   sweepInterval?: Duration | false
   /**
+   * How long a claim may wait for the store before it counts as unavailable (`onStoreError`
+   * decides what then happens: 503 or running unprotected). Bounds the wait when a database
+   * driver queues queries through an outage. A claim that still lands later leaves a lease no one
+   * holds: retries get 409 until `lockTimeout` passes, then take the key over.
+   * @default false (wait as long as the store takes)
+   */
+  claimTimeout?: Duration | false
+  /**
    * Run every keyed operation in one database transaction with its record: claim, the
    * handler's writes (through `context.tx`) and the recorded outcome commit or roll back
    * together. Needs a store with `transaction()` (the Drizzle store); any other store is refused
@@ -309,6 +317,10 @@ export function createIdempotency<TTransaction = unknown>(
   }
   const maxResponseBytes = options.maxResponseBytes ?? 1024 * 1024
   const onStoreError = options.onStoreError ?? 'fail-closed'
+  const claimTimeout =
+    options.claimTimeout === undefined || options.claimTimeout === false
+      ? undefined
+      : toMilliseconds(options.claimTimeout, 'claimTimeout')
   const engineStoreErrors = options.storeErrors ?? defaultStoreErrors
   const codec = options.codec ?? defaultCodec
   const now = options.now ?? Date.now
@@ -440,7 +452,10 @@ export function createIdempotency<TTransaction = unknown>(
         result = claim.result
       } else {
         try {
-          result = await store.claim(newClaimInput(scope, key, fingerprint, lockTimeout, claimTtl))
+          const claiming = store.claim(
+            newClaimInput(scope, key, fingerprint, lockTimeout, claimTtl),
+          )
+          result = await (claimTimeout === undefined ? claiming : bounded(claiming, claimTimeout))
         } catch (error) {
           claimFailed(base, error)
           return { kind: 'bypass', reason: 'store-unavailable' }
@@ -866,4 +881,18 @@ export const unkeyedContext: HandlerContext<never> = {
       'idempotent-mutations: deriveKey needs a keyed operation (this one ran without a key)',
     )
   },
+}
+
+/** Rejects when `promise` has not settled within `ms`; a late rejection of it is ignored. */
+function bounded<T>(promise: Promise<T>, ms: number): Promise<T> {
+  promise.catch(() => {})
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(new Error(`idempotent-mutations: the store did not answer a claim within ${ms} ms`)),
+      ms,
+    )
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
