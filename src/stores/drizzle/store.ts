@@ -199,13 +199,17 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
    * - it inserted the row after the snapshot: ON CONFLICT sees it, the SELECT cannot, and the
    *   statement returns no row; claim() runs it again (see below).
    */
+  // Drizzle sends a placeholder once per use, so the scope and key, compared five times each,
+  // would travel as ten parameters for the driver to type and encode on every claim. After their
+  // first use (parameters $1 and $2, checked below) they are referred to by number instead.
+  const again = { scope: sql.raw('$1'), key: sql.raw('$2') }
   const claimed = db.$with('claimed', {}).as(sql`
     insert into ${table} as t
       (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
     select ${p.scope}, ${p.key}, ${p.fingerprint}, 'in_progress', null, ${p.leaseToken},
       ${millisecondsFrom(p.lockTimeoutMs)}, ${millisecondsFrom(p.ttlMs)}
     where not exists (select 1 from ${table} as done
-      where done.scope = ${p.scope} and done.key = ${p.key} and ${completedAndLive(sql`done.`)})
+      where done.scope = ${again.scope} and done.key = ${again.key} and ${completedAndLive(sql`done.`)})
     on conflict (scope, key) do update set
       fingerprint = excluded.fingerprint, status = excluded.status, response = null,
       lease_token = excluded.lease_token, locked_until = excluded.locked_until,
@@ -214,14 +218,14 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       or (t.status = 'in_progress' and t.locked_until <= now() and t.fingerprint = excluded.fingerprint)
     returning t.locked_until, t.expires_at,
       exists (select 1 from ${table} as prior
-        where prior.scope = ${p.scope} and prior.key = ${p.key} and prior.expires_at > now()
+        where prior.scope = ${again.scope} and prior.key = ${again.key} and prior.expires_at > now()
       ) as takeover`)
   // The claim returns only what the engine does not already know: the caller's scope and key
   // are the row's, and a claimed row also carries the caller's fingerprint and lease token,
   // status in_progress and no response, so it returns just its times. Fewer columns is less
   // for the driver to parse and drizzle to map on every replay.
   // `state`: 0 the standing record refused the claim, 1 claimed, 2 claimed by takeover.
-  const claimStatement = db
+  const claimQuery = db
     .with(claimed)
     .select({
       state: sql<number>`r.state`,
@@ -241,18 +245,24 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       union all
       select 0, fingerprint, status, response, lease_token, locked_until, expires_at
       from ${table}
-      where scope = ${p.scope} and key = ${p.key} and not exists (select 1 from claimed)
+      where scope = ${again.scope} and key = ${again.key} and not exists (select 1 from claimed)
         and ${completedAndLive(sql``)}
       union all
       select 0, fingerprint, status, response, lease_token, locked_until, expires_at
       from (
         select * from ${table}
-        where scope = ${p.scope} and key = ${p.key} and not exists (select 1 from claimed)
+        where scope = ${again.scope} and key = ${again.key} and not exists (select 1 from claimed)
           and not ${completedAndLive(sql``)}
         for share
       ) as standing
     ) as r`)
-    .prepare(statementName('claim'))
+  const claimParameters = claimQuery.toSQL().params
+  if (claimParameters[0] !== p.scope || claimParameters[1] !== p.key) {
+    throw new Error(
+      'idempotent-mutations: the claim statement does not start with the scope and key parameters it refers to as $1 and $2',
+    )
+  }
+  const claimStatement = claimQuery.prepare(statementName('claim'))
 
   const current = and(
     eq(table.scope, p.scope),
