@@ -90,3 +90,9 @@ const response = await graphqlFetch('http://local/graphql', {
   body: JSON.stringify({ query: 'mutation { charge(amount: 42) }' }),
 })
 console.log('  result', await response.json(), `(charges run: ${charges})`)
+
+// Each transport sent its mutation twice (the first answer was lost): one charge each.
+if (charges !== 2) {
+  console.error(`expected 2 charges (one per transport), got ${charges}`)
+  process.exitCode = 1
+}

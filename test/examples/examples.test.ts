@@ -92,7 +92,12 @@ describe.concurrent('the example servers', () => {
   it('the client example retries a lost response and gets the replay', async () => {
     const { child, output } = start('example:client')
     const [code] = await once(child, 'exit')
-    expect(output()).not.toMatch(/Error/)
+    const text = output()
+    expect(text).not.toMatch(/Error/)
+    // Each transport's retry was answered by the replay, and each charge ran once.
+    expect(text.match(/retry answered 200, Idempotent-Replay: true/g), text).toHaveLength(2)
+    expect(text).toContain('(charges run: 1)')
+    expect(text).toContain('(charges run: 2)')
     expect(code).toBe(0)
   }, 60_000)
 })
