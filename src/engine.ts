@@ -9,6 +9,7 @@ import {
   StoreUnavailableError,
 } from './errors'
 import { validateKey } from './key'
+import { ReplayCache, type ReplayCacheOptions, type ReplayCopy } from './replay-cache'
 import type {
   ClaimInput,
   ClaimResult,
@@ -125,6 +126,16 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * @default '100ms'
    */
   rejectAfter?: Duration
+  /**
+   * Keep copies of the completed records this process wrote or read, and answer later retries
+   * of them (replay, or 422 for another payload) without a store round trip. A completed record
+   * cannot change before it expires, and a copy never outlives its record (its lifetime is
+   * measured from the store's clock) nor `maxAge`. Not used in front of a store whose records
+   * already live in this process (`inProcess`, the memory store). `false` turns it off: every
+   * retry then reads the store.
+   * @default { maxEntries: 1000, maxCharacters: 8388608, maxAge: '1m' }
+   */
+  replayCache?: ReplayCacheOptions | false
 }
 
 /** A recorded outcome as the engine hands it back. */
@@ -325,6 +336,10 @@ export function createIdempotency<TTransaction = unknown>(
   const codec = options.codec ?? defaultCodec
   const now = options.now ?? Date.now
   const logger = options.logger ?? defaultLogger
+  const replayCache =
+    options.replayCache === false || store.inProcess === true
+      ? undefined
+      : new ReplayCache(options.replayCache ?? {})
 
   type EventBase = Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'>
   type EventDetails = Omit<IdempotencyEvent, 'type' | 'operation' | 'scope' | 'key'>
@@ -343,7 +358,7 @@ export function createIdempotency<TTransaction = unknown>(
    * payload, a replay of a completed record. Returns undefined for an in-progress record.
    */
   function answerRefusal(
-    record: IdempotencyRecord,
+    record: Pick<IdempotencyRecord, 'fingerprint' | 'status' | 'response'>,
     fingerprint: string,
     base: EventBase,
   ): Attempt<TTransaction> | undefined {
@@ -413,10 +428,15 @@ export function createIdempotency<TTransaction = unknown>(
     // An unfinished claim lives at least as long as its lease.
     const claimTtl = Math.max(ttl, lockTimeout)
 
-    const deadline = now() + waitTimeout
+    let askedAt = now()
+    if (replayCache) {
+      const copy: ReplayCopy | undefined = replayCache.get(scope, key, askedAt)
+      if (copy) return answerRefusal(copy, fingerprint, base) as Attempt<TTransaction>
+    }
+    const deadline = askedAt + waitTimeout
     let pause = 20
     let serializationRetries = 0
-    for (;;) {
+    for (; ; askedAt = now()) {
       let result: ClaimResult
       if (inTransaction) {
         const lockWaitMs = concurrency === 'wait' ? deadline - now() : defaults.rejectAfter
@@ -469,6 +489,17 @@ export function createIdempotency<TTransaction = unknown>(
         }
       }
       const { record } = result
+      if (replayCache && record.status === 'completed') {
+        // The store read its clock after `askedAt`, so the copy ends no later than the record.
+        replayCache.add(
+          scope,
+          key,
+          record.fingerprint,
+          record.response,
+          askedAt,
+          record.expiresAt - result.now,
+        )
+      }
       const answer = answerRefusal(record, fingerprint, base)
       if (answer) return answer
       // In progress under a valid lease: someone else is running it right now (in transactional
@@ -622,10 +653,13 @@ export function createIdempotency<TTransaction = unknown>(
     /** Ends the handler's savepoint (keeping or dropping its writes), records, commits. */
     async function finish(keepWrites: boolean, outcome: Outcome): Promise<void> {
       const response = encodeOutcome(outcome, base)
+      let sentAt = 0
+      let ok = false
       try {
         if (keepWrites) await savepoint.commit()
         else await savepoint.rollback()
-        const ok = await held.session.complete({
+        sentAt = now()
+        ok = await held.session.complete({
           scope: record.scope,
           key: record.key,
           leaseToken: record.leaseToken,
@@ -652,6 +686,8 @@ export function createIdempotency<TTransaction = unknown>(
         )
         throw new StoreUnavailableError({ cause: error })
       }
+      // Committed: the record is there for everyone now.
+      if (ok) replayCache?.add(record.scope, record.key, record.fingerprint, response, sentAt, ttl)
       if (options.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
     }
 
@@ -705,6 +741,7 @@ export function createIdempotency<TTransaction = unknown>(
     readonly takeover: boolean
     readonly deriveKey: (name: string) => string
     readonly #target: ReleaseInput
+    readonly #fingerprint: string
     readonly #ttl: number
     readonly #base: EventBase
     readonly #startedAt: number
@@ -723,6 +760,7 @@ export function createIdempotency<TTransaction = unknown>(
       this.deriveKey = (name: string) =>
         hashParts('idempotent-mutations/v1', target.scope, target.key, name)
       this.#target = target
+      this.#fingerprint = record.fingerprint
       this.#ttl = ttl
       this.#base = base
       this.#startedAt = startedAt
@@ -743,6 +781,8 @@ export function createIdempotency<TTransaction = unknown>(
       const base = this.#base
       const target = this.#target
       const response = encodeOutcome(outcome, base)
+      // Before the store reads its clock for `expires_at`: a copy from here ends no later.
+      const sentAt = now()
       for (let attempt = 0; ; attempt++) {
         try {
           const ok = await store.complete({
@@ -754,7 +794,16 @@ export function createIdempotency<TTransaction = unknown>(
           })
           // After a failed attempt, `false` may mean that attempt did commit and only its answer
           // was lost: the record then stands completed under this lease, which is no loss.
-          if (!ok && !(attempt > 0 && (await this.#completedUnderThisLease()))) {
+          if (ok || (attempt > 0 && (await this.#completedUnderThisLease()))) {
+            replayCache?.add(
+              target.scope,
+              target.key,
+              this.#fingerprint,
+              response,
+              sentAt,
+              this.#ttl,
+            )
+          } else {
             emit(base, 'lost-lease')
             logger.warn(
               `lost the lease on operation ${base.operation} before completing: the outcome was not recorded (the key was taken over or released)`,

@@ -41,6 +41,7 @@ export {
   splitInputKey,
   validateKey,
 } from './key'
+export { type ReplayCacheOptions, replayCacheDefaults } from './replay-cache'
 export type {
   ClaimInput,
   ClaimResult,

@@ -131,6 +131,13 @@ export interface StoreTransaction<TTransaction = unknown> {
  */
 export interface IdempotencyStore<TTransaction = unknown> {
   /**
+   * True when the records live in this process's memory (the memory store). The engine then
+   * keeps no copies of completed records in front of it (its `replayCache` option): they would
+   * save nothing.
+   */
+  readonly inProcess?: boolean
+
+  /**
    * Atomically claims `(scope, key)` or reports the record that stands in the way.
    *
    * - No record, or a record past `expiresAt`: MUST write a new `in_progress` record with

@@ -84,6 +84,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
   }
 
   return {
+    // The engine keeps no copies of records in front of this store: they are here already.
+    inProcess: true,
+
     async claim(input: ClaimInput): Promise<ClaimResult> {
       const at = now()
       const rid = id(input.scope, input.key)

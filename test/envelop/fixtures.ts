@@ -53,6 +53,8 @@ export function createGate() {
 /** Every store method wrapped in a spy that still calls through. */
 export function spyOnStore(store: IdempotencyStore) {
   return {
+    // A spied memory store is still in this process: the engine copies nothing in front of it.
+    inProcess: store.inProcess,
     claim: vi.fn(store.claim.bind(store)),
     complete: vi.fn(store.complete.bind(store)),
     release: vi.fn(store.release.bind(store)),

@@ -28,11 +28,49 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
   describe(`drizzle store: ${options.name}`, () => {
     it('a first execution costs two statements (claim, complete) and a replay one', async () => {
       const store = await options.createCountedStore()
-      const idempotency = createIdempotency({ store })
+      // Every retry reads the store here; the next test counts what the replay cache saves.
+      const idempotency = createIdempotency({ store, replayCache: false })
       const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
       const first = await counter.count(() => idempotency.execute(request, () => ({ id: 1 })))
       const replay = await counter.count(() => idempotency.execute(request, () => ({ id: 2 })))
       expect({ first, replay }).toEqual({ first: 2, replay: 1 })
+    })
+
+    it('with the replay cache (the default), retries after a completion in this process send no statement', async () => {
+      const store = await options.createCountedStore()
+      const writer = createIdempotency({ store })
+      const reader = createIdempotency({ store })
+      const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
+      const first = await counter.count(() => writer.execute(request, () => ({ id: 1 })))
+      const replays = await counter.count(async () => {
+        for (let i = 0; i < 3; i++) {
+          expect(await writer.execute(request, () => ({ id: 2 }))).toEqual({
+            value: { id: 1 },
+            replayed: true,
+          })
+        }
+      })
+      // Another engine (another process) reads the record once, then answers from its copy.
+      const elsewhere = await counter.count(async () => {
+        for (let i = 0; i < 3; i++) {
+          expect(await reader.execute(request, () => ({ id: 3 }))).toEqual({
+            value: { id: 1 },
+            replayed: true,
+          })
+        }
+      })
+      // Another payload under the key is refused from the copy as well.
+      const reused = await counter.count(() =>
+        expect(
+          writer.execute({ ...request, payload: { amount: 6 } }, () => ({ id: 4 })),
+        ).rejects.toMatchObject({ code: 'KEY_REUSED' }),
+      )
+      expect({ first, replays, elsewhere, reused }).toEqual({
+        first: 2,
+        replays: 0,
+        elsewhere: 1,
+        reused: 0,
+      })
     })
 
     it('a failed execution costs two statements (claim, release)', async () => {
