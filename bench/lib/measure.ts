@@ -38,6 +38,8 @@ export interface VariantStats {
   wallUsPerOp: number
   p50Ms?: number
   p99Ms?: number
+  /** Wall time per operation in each timed round, in microseconds (for {@link pairedRatio}). */
+  roundWallUs: number[]
 }
 
 interface Accumulator {
@@ -45,6 +47,7 @@ interface Accumulator {
   wallMs: number
   cpuUs: number
   latencies: number[]
+  rounds: number[]
 }
 
 async function runBatch(
@@ -77,7 +80,13 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
   const concurrency = budget.concurrency ?? 1
   const minRounds = Math.min(budget.minRounds ?? 2, budget.rounds)
   const counters = variants.map(() => 0)
-  const totals: Accumulator[] = variants.map(() => ({ ops: 0, wallMs: 0, cpuUs: 0, latencies: [] }))
+  const totals: Accumulator[] = variants.map(() => ({
+    ops: 0,
+    wallMs: 0,
+    cpuUs: 0,
+    latencies: [],
+    rounds: [],
+  }))
 
   for (let round = 0; round < (budget.warmupRounds ?? 1); round++) {
     for (const [index, variant] of variants.entries()) {
@@ -108,6 +117,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
       total.ops += budget.batch
       total.wallMs += wall
       total.cpuUs += cpu.user + cpu.system
+      total.rounds.push((wall * 1000) / budget.batch)
     }
   }
 
@@ -122,6 +132,7 @@ function summarize(name: string, total: Accumulator): VariantStats {
     cpuUsPerOp: round(total.cpuUs / total.ops, 2),
     opsPerSecond: Math.round((total.ops / total.wallMs) * 1000),
     wallUsPerOp: round((total.wallMs * 1000) / total.ops, 2),
+    roundWallUs: total.rounds.map((us) => round(us, 1)),
   }
   if (total.latencies.length > 0) {
     stats.p50Ms = round(percentile(total.latencies, 0.5), 3)
@@ -147,6 +158,23 @@ export function round(value: number, digits: number): number {
 export function ratio(a: number | undefined, b: number | undefined, digits = 2): number {
   if (a === undefined || b === undefined || b === 0) return Number.NaN
   return round(a / b, digits)
+}
+
+/**
+ * `a / b` measured round by round: the median, over the rounds of one {@link compare}, of a's
+ * time per operation divided by b's in the same round. Both ran back to back in every round, so
+ * a slow spell of the machine lands on both sides of each quotient, and the median is not moved
+ * by the few rounds a burst of other work hit one side only. NaN without common rounds.
+ */
+export function pairedRatio(a: VariantStats, b: VariantStats, digits = 2): number {
+  const count = Math.min(a.roundWallUs.length, b.roundWallUs.length)
+  if (count === 0) return Number.NaN
+  const quotients = Array.from({ length: count }, (_, i) => a.roundWallUs[i]! / b.roundWallUs[i]!)
+  quotients.sort((x, y) => x - y)
+  const middle = Math.floor(count / 2)
+  const median =
+    count % 2 === 1 ? quotients[middle]! : (quotients[middle - 1]! + quotients[middle]!) / 2
+  return round(median, digits)
 }
 
 export function byName(stats: VariantStats[], name: string): VariantStats {

@@ -3,7 +3,9 @@
  * Yoga mutation (node:http) that each insert one order row, measured side by side in one process:
  *
  * - plain: the mutation without the middleware/plugin;
- * - ours: with it, a first execution (new key) and a replay (recorded key);
+ * - ours: with it, a first execution (new key) and a replay (recorded key), the replay answered
+ *   by default from the engine's replay cache, and once more with the cache off (`replayCache:
+ *   false`), read from the store;
  * - floor: the same mutation wrapped in hand-written minimal SQL instead: one statement that
  *   claims the key or returns its record, the business insert, one completing update; a replay
  *   is answered from the record that single claim statement returns. No fingerprint, lease
@@ -18,7 +20,15 @@ import { createHTTPServer } from '@trpc/server/adapters/standalone'
 import { createSchema, createYoga } from 'graphql-yoga'
 import type { Library } from '../lib/build'
 import type { Database } from '../lib/database'
-import { type Budget, byName, compare, ratio, round, type VariantStats } from '../lib/measure'
+import {
+  type Budget,
+  byName,
+  compare,
+  pairedRatio,
+  ratio,
+  round,
+  type VariantStats,
+} from '../lib/measure'
 
 export interface HttpResult {
   backend: string
@@ -26,17 +36,22 @@ export interface HttpResult {
   variants: VariantStats[]
   /** SQL statements per request (store, business and floor statements together). */
   statementsPerRequest: Record<string, number>
-  /** Per adapter: mean time per request relative to the plain mutation and to the floor. */
-  ratios: Record<
-    'tRPC' | 'Yoga',
-    {
-      firstVsPlain: number
-      replayVsPlain: number
-      firstVsFloor: number
-      replayVsFloor: number
-      floorFirstVsPlain: number
-    }
-  >
+  /**
+   * Per adapter: time per request relative to the plain mutation and to the floor, each the
+   * median over the rounds of the quotient within a round (`pairedRatio`); `ofMeans` holds
+   * the same quotients of the whole run's mean times.
+   */
+  ratios: Record<'tRPC' | 'Yoga', HttpRatios & { ofMeans: HttpRatios }>
+}
+
+export interface HttpRatios {
+  firstVsPlain: number
+  replayVsPlain: number
+  firstVsFloor: number
+  replayVsFloor: number
+  /** The replay with the replay cache off (read from the store). */
+  storeReplayVsFloor: number
+  floorFirstVsPlain: number
 }
 
 interface OrderRow {
@@ -69,6 +84,8 @@ export async function benchHttp(
   const store = lib.drizzle.createDrizzleStore(database.db, { table })
   await store.ensureTable()
   const idempotency = lib.core.createIdempotency({ store })
+  // The same engine with every retry read from the store.
+  const storeRead = lib.core.createIdempotency({ store, replayCache: false })
 
   // Counts the statements this section sends itself; the store's are counted by drizzle.
   let ownStatements = 0
@@ -114,7 +131,9 @@ export async function benchHttp(
 
   const servers = await Promise.all([startTrpc(), ...startYogas()])
   try {
-    const [trpcUrl, yogaPlainUrl, yogaIdempotentUrl] = servers.map((server) => server.url)
+    const [trpcUrl, yogaPlainUrl, yogaIdempotentUrl, yogaStoreReadUrl] = servers.map(
+      (server) => server.url,
+    )
     const post = async (url: string, body: string, key?: string) => {
       const response = await fetch(url, {
         method: 'POST',
@@ -146,12 +165,16 @@ export async function benchHttp(
       'tRPC ours: first execution': (i) => post(`${trpcUrl}/idempotent`, trpcBody, `t-first-${i}`),
       'tRPC ours: replay': (i) =>
         post(`${trpcUrl}/idempotent`, trpcBody, `t-replay-${i % replayKeys}`),
+      'tRPC ours: replay, cache off': (i) =>
+        post(`${trpcUrl}/storeRead`, trpcBody, `t-replay-${i % replayKeys}`),
       'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
       'tRPC floor: replay': (i) =>
         post(`${trpcUrl}/floor`, trpcBody, `t-floor-replay-${i % replayKeys}`),
       'Yoga plain': () => post(yogaPlainUrl!, yogaBody),
       'Yoga ours: first execution': (i) => post(yogaIdempotentUrl!, yogaBody, `y-first-${i}`),
       'Yoga ours: replay': (i) => post(yogaIdempotentUrl!, yogaBody, `y-replay-${i % replayKeys}`),
+      'Yoga ours: replay, cache off': (i) =>
+        post(yogaStoreReadUrl!, yogaBody, `y-replay-${i % replayKeys}`),
       'Yoga floor: first execution': (i) => post(yogaPlainUrl!, yogaFloorBody, `y-floor-${i}`),
       'Yoga floor: replay': (i) =>
         post(yogaPlainUrl!, yogaFloorBody, `y-floor-replay-${i % replayKeys}`),
@@ -160,19 +183,17 @@ export async function benchHttp(
     // Record the replayed keys, check that a replay is one (the header says so), and count
     // each kind of request's statements, all before timing starts.
     for (let i = 0; i < replayKeys; i++) {
-      for (const name of Object.keys(requests).filter((n) => n.endsWith('replay'))) {
+      for (const name of Object.keys(requests).filter((n) => n.includes('replay'))) {
         await requests[name]!(i)
       }
     }
-    for (const [url, body] of [
-      [`${trpcUrl}/idempotent`, trpcBody],
-      [yogaIdempotentUrl!, yogaBody],
+    for (const [url, body, key] of [
+      [`${trpcUrl}/idempotent`, trpcBody, 't-replay-0'],
+      [`${trpcUrl}/storeRead`, trpcBody, 't-replay-0'],
+      [yogaIdempotentUrl!, yogaBody, 'y-replay-0'],
+      [yogaStoreReadUrl!, yogaBody, 'y-replay-0'],
     ] as const) {
-      const response = await post(
-        url,
-        body,
-        url === yogaIdempotentUrl ? 'y-replay-0' : 't-replay-0',
-      )
+      const response = await post(url, body, key)
       if (response.headers.get('idempotent-replay') !== 'true') {
         throw new Error(`bench: ${url} did not replay a recorded key`)
       }
@@ -192,23 +213,32 @@ export async function benchHttp(
       Object.entries(requests).map(([name, op]) => ({ name, op })),
       { ...budget, latencies: true },
     )
-    const mean = (name: string) => byName(variants, name).wallUsPerOp
-    const ratiosOf = (adapter: 'tRPC' | 'Yoga') => ({
-      firstVsPlain: ratio(mean(`${adapter} ours: first execution`), mean(`${adapter} plain`)),
-      replayVsPlain: ratio(mean(`${adapter} ours: replay`), mean(`${adapter} plain`)),
-      firstVsFloor: ratio(
-        mean(`${adapter} ours: first execution`),
-        mean(`${adapter} floor: first execution`),
-      ),
-      replayVsFloor: ratio(mean(`${adapter} ours: replay`), mean(`${adapter} floor: replay`)),
-      floorFirstVsPlain: ratio(mean(`${adapter} floor: first execution`), mean(`${adapter} plain`)),
+    const ratiosOf = (
+      adapter: 'tRPC' | 'Yoga',
+      quotient: (a: VariantStats, b: VariantStats) => number,
+    ): HttpRatios => {
+      const of = (a: string, b: string) =>
+        quotient(byName(variants, `${adapter} ${a}`), byName(variants, `${adapter} ${b}`))
+      return {
+        firstVsPlain: of('ours: first execution', 'plain'),
+        replayVsPlain: of('ours: replay', 'plain'),
+        firstVsFloor: of('ours: first execution', 'floor: first execution'),
+        replayVsFloor: of('ours: replay', 'floor: replay'),
+        storeReplayVsFloor: of('ours: replay, cache off', 'floor: replay'),
+        floorFirstVsPlain: of('floor: first execution', 'plain'),
+      }
+    }
+    const ofMeans = (a: VariantStats, b: VariantStats) => ratio(a.wallUsPerOp, b.wallUsPerOp)
+    const both = (adapter: 'tRPC' | 'Yoga') => ({
+      ...ratiosOf(adapter, (a, b) => pairedRatio(a, b)),
+      ofMeans: ratiosOf(adapter, ofMeans),
     })
     return {
       backend: database.backend,
       settings: database.settings,
       variants,
       statementsPerRequest,
-      ratios: { tRPC: ratiosOf('tRPC'), Yoga: ratiosOf('Yoga') },
+      ratios: { tRPC: both('tRPC'), Yoga: both('Yoga') },
     }
   } finally {
     await Promise.all(servers.map((server) => server.close()))
@@ -222,6 +252,10 @@ export async function benchHttp(
       plain: t.procedure.input(parse).mutation(({ input }) => insertOrder(input)),
       idempotent: t.procedure
         .use(middleware)
+        .input(parse)
+        .mutation(({ input }) => insertOrder(input)),
+      storeRead: t.procedure
+        .use(lib.trpc.createIdempotencyMiddleware({ idempotency: storeRead }))
         .input(parse)
         .mutation(({ input }) => insertOrder(input)),
       floor: t.procedure.input(parse).mutation(({ input, ctx }) => {
@@ -265,7 +299,16 @@ export async function benchHttp(
       logging: false,
       plugins: [lib.envelop.useIdempotency({ idempotency })],
     })
-    return [listen(createServer(plain), '/graphql'), listen(createServer(withPlugin), '/graphql')]
+    const withStoreRead = createYoga({
+      schema: createSchema({ typeDefs, resolvers }),
+      logging: false,
+      plugins: [lib.envelop.useIdempotency({ idempotency: storeRead })],
+    })
+    return [
+      listen(createServer(plain), '/graphql'),
+      listen(createServer(withPlugin), '/graphql'),
+      listen(createServer(withStoreRead), '/graphql'),
+    ]
   }
 }
 
