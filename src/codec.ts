@@ -17,10 +17,31 @@ export const defaultCodec: Codec = {
   // meta: writing that directly skips superjson's walk (and its garbage) on every first
   // execution. Anything else (Dates, Maps, undefined, -0, shared references, ...) is superjson's.
   encode: (value) =>
-    isPlainJson(value, 0, undefined)
+    isPlainJson(value, 0, new ObjectsSeen())
       ? `{"json":${JSON.stringify(value)}}`
       : superjson.stringify(value),
   decode: (text) => superjson.parse(text),
+}
+
+/**
+ * The objects met so far in one walk: a short array searched in turn, which costs less than a
+ * `Set` for the few objects of a typical outcome, and a `Set` once there are many.
+ */
+class ObjectsSeen {
+  #few: object[] = []
+  #many: Set<object> | undefined
+  /** Adds `value`; false if it was there already. */
+  add(value: object): boolean {
+    if (this.#many) {
+      if (this.#many.has(value)) return false
+      this.#many.add(value)
+      return true
+    }
+    if (this.#few.includes(value)) return false
+    this.#few.push(value)
+    if (this.#few.length > 32) this.#many = new Set(this.#few)
+    return true
+  }
 }
 
 /**
@@ -28,7 +49,7 @@ export const defaultCodec: Codec = {
  * than -0, arrays and plain objects of those, with no object met twice and no key superjson
  * refuses. Nesting deeper than 64 answers false (superjson then decides).
  */
-function isPlainJson(value: unknown, depth: number, seen: Set<object> | undefined): boolean {
+function isPlainJson(value: unknown, depth: number, seen: ObjectsSeen): boolean {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -39,13 +60,11 @@ function isPlainJson(value: unknown, depth: number, seen: Set<object> | undefine
       if (value === null) return true
       if (depth > 64) return false
       // superjson records an object met twice as a shared reference.
-      if (seen?.has(value)) return false
-      const visited = seen ?? new Set<object>()
-      visited.add(value)
+      if (!seen.add(value)) return false
       if (Array.isArray(value)) {
         if (Object.getPrototypeOf(value) !== Array.prototype) return false
         for (let i = 0; i < value.length; i++) {
-          if (!(i in value) || !isPlainJson(value[i], depth + 1, visited)) return false
+          if (!(i in value) || !isPlainJson(value[i], depth + 1, seen)) return false
         }
         return true
       }
@@ -54,7 +73,7 @@ function isPlainJson(value: unknown, depth: number, seen: Set<object> | undefine
       for (const key in value) {
         if (key === '__proto__' || key === 'constructor' || key === 'prototype') return false
         if (key === 'toJSON') return false
-        if (!isPlainJson((value as Record<string, unknown>)[key], depth + 1, visited)) return false
+        if (!isPlainJson((value as Record<string, unknown>)[key], depth + 1, seen)) return false
       }
       return true
     }

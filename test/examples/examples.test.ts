@@ -2,19 +2,29 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { createInterface } from 'node:readline'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, type TestContext } from 'vitest'
 
 const root = new URL('../../', import.meta.url)
 
-/** Starts an npm script; resolves with the process and a reader of its output. */
-function start(script: string, env: Record<string, string> = {}) {
+/**
+ * Starts an npm script; returns the process and a reader of its output. The process group is
+ * killed when `test` finishes (its own hook: these tests run concurrently).
+ */
+function start(test: TestContext, script: string, env: Record<string, string> = {}) {
+  // Its own process group: npm starts tsx, which starts node, and killing npm alone would
+  // leave the server running after the test.
   const child = spawn('npm', ['run', '--silent', script], {
     cwd: root,
     env: { ...process.env, NO_COLOR: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   })
-  onTestFinished(() => {
-    child.kill('SIGKILL')
+  test.onTestFinished(() => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
+    } catch {
+      // The group has exited already.
+    }
   })
   let output = ''
   child.stdout?.on('data', (chunk) => {
@@ -50,8 +60,8 @@ async function post(url: string, key: string, body: unknown) {
 }
 
 describe.concurrent('the example servers', () => {
-  it('the tRPC example charges once for a key sent twice and replays the second', async () => {
-    const { child } = start('example:trpc', { PORT: '0' })
+  it('the tRPC example charges once for a key sent twice and replays the second', async (test) => {
+    const { child } = start(test, 'example:trpc', { PORT: '0' })
     const url = await listeningUrl(child)
     const orderId = `example-${randomUUID()}`
     const key = randomUUID()
@@ -67,8 +77,8 @@ describe.concurrent('the example servers', () => {
     expect(rows).toHaveLength(1)
   }, 60_000)
 
-  it('the Yoga example charges once for a key sent twice and replays the second', async () => {
-    const { child } = start('example:yoga', { PORT: '0' })
+  it('the Yoga example charges once for a key sent twice and replays the second', async (test) => {
+    const { child } = start(test, 'example:yoga', { PORT: '0' })
     const url = await listeningUrl(child)
     const orderId = `example-${randomUUID()}`
     const key = randomUUID()
@@ -89,8 +99,8 @@ describe.concurrent('the example servers', () => {
     expect(rows).toHaveLength(1)
   }, 60_000)
 
-  it('the client example retries a lost response and gets the replay', async () => {
-    const { child, output } = start('example:client')
+  it('the client example retries a lost response and gets the replay', async (test) => {
+    const { child, output } = start(test, 'example:client')
     const [code] = await once(child, 'exit')
     const text = output()
     expect(text).not.toMatch(/Error/)
@@ -103,8 +113,8 @@ describe.concurrent('the example servers', () => {
 })
 
 describe('npm run demo', () => {
-  it('plays the story through both transports, exits 0 and shows one charge per key', async () => {
-    const { child, output } = start('demo')
+  it('plays the story through both transports, exits 0 and shows one charge per key', async (test) => {
+    const { child, output } = start(test, 'demo')
     const [code] = await once(child, 'exit')
     const text = output()
     expect(text, text).toContain('every expectation held')
