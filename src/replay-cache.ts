@@ -8,7 +8,7 @@ import { type Duration, toMilliseconds } from './duration'
  * record.
  */
 export interface ReplayCacheOptions {
-  /** Copies kept at most; the oldest goes first. @default 1000 */
+  /** Copies kept at most; the least recently used goes first. @default 1000 */
   maxEntries?: number
   /**
    * Stored responses kept at most, in characters of their stored text (about bytes for ASCII
@@ -51,7 +51,8 @@ function positiveInteger(value: number, option: string): number {
 }
 
 export class ReplayCache {
-  // Insertion order is age order, so the first entry is the one to evict.
+  // Map order is use order (a hit moves its entry to the end), so the first entry is the least
+  // recently used, the one to evict.
   readonly #entries = new Map<string, Entry>()
   readonly #maxEntries: number
   readonly #maxCharacters: number
@@ -78,8 +79,12 @@ export class ReplayCache {
     const id = entryId(scope, key)
     const entry = this.#entries.get(id)
     if (entry === undefined) return undefined
-    if (now < entry.until) return entry
-    this.#remove(id, entry)
+    this.#entries.delete(id)
+    if (now < entry.until) {
+      this.#entries.set(id, entry)
+      return entry
+    }
+    this.#characters -= entry.size
     return undefined
   }
 

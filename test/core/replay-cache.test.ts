@@ -148,14 +148,18 @@ describe('the replay cache', () => {
     })
   })
 
-  it('keeps at most maxEntries copies, dropping the oldest', async () => {
+  it('keeps at most maxEntries copies, dropping the least recently used', async () => {
     const { store, idempotency } = setup({ maxEntries: 2 })
-    for (const key of ['a', 'b', 'c']) await idempotency.execute(order(key), () => key)
+    await idempotency.execute(order('a'), () => 'a')
+    await idempotency.execute(order('b'), () => 'b')
+    // A retry of `a` makes `b` the least recently used copy, so `c` pushes `b` out.
+    await idempotency.execute(order('a'), () => 'x')
+    await idempotency.execute(order('c'), () => 'c')
     store.claim.mockClear()
-    for (const key of ['b', 'c']) await idempotency.execute(order(key), () => 'x')
+    for (const key of ['a', 'c']) await idempotency.execute(order(key), () => 'x')
     expect(store.claim).not.toHaveBeenCalled()
-    expect(await idempotency.execute(order('a'), () => 'x')).toEqual({
-      value: 'a',
+    expect(await idempotency.execute(order('b'), () => 'x')).toEqual({
+      value: 'b',
       replayed: true,
     })
     expect(store.claim).toHaveBeenCalledTimes(1)
