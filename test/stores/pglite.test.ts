@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto'
 import { PGlite } from '@electric-sql/pglite'
 import { drizzle } from 'drizzle-orm/pglite'
-import { afterAll } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
+import { createIdempotency } from '../../src'
 import { idempotencyKeys } from '../../src/stores/drizzle'
 import { describeAcceptance } from '../core/acceptance'
 import { describeStoreConformance } from './conformance'
@@ -37,4 +39,54 @@ describeAcceptance({
   schema,
   createStore: () => tables.createStore(),
   concurrency: 100,
+})
+
+describe('drizzle store: PGlite runs the claim and the completion as session functions', () => {
+  const functions = async () =>
+    (
+      await client.query<{ proname: string }>(
+        `select proname from pg_proc where pronamespace = pg_my_temp_schema() order by proname`,
+      )
+    ).rows.map((row) => row.proname.replace(/_[0-9a-f]{12}$/, ''))
+
+  it('creates them in pg_temp on first use, and nothing in the schema', async () => {
+    const store = await tables.createStore()
+    const idempotency = createIdempotency({ store, replayCache: false })
+    const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
+    await idempotency.execute(request, () => ({ id: 1 }))
+    expect(await idempotency.execute(request, () => ({ id: 2 }))).toEqual({
+      value: { id: 1 },
+      replayed: true,
+    })
+    expect(await functions()).toEqual(
+      expect.arrayContaining(['idempotent_mutations_claim', 'idempotent_mutations_complete']),
+    )
+    const inSchema = await client.query(
+      `select 1 from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = $1`,
+      [schema],
+    )
+    expect(inSchema.rows).toEqual([])
+  })
+
+  it('creates them again after DISCARD TEMP dropped them', async () => {
+    const store = await tables.createStore()
+    const idempotency = createIdempotency({ store, replayCache: false })
+    const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
+    await idempotency.execute(request, () => ({ id: 1 }))
+    await client.exec('discard temp')
+    expect(await functions()).toEqual([])
+    expect(await idempotency.execute(request, () => ({ id: 2 }))).toEqual({
+      value: { id: 1 },
+      replayed: true,
+    })
+    await client.exec('discard temp')
+    const fresh = { ...request, key: randomUUID() }
+    expect(await idempotency.execute(fresh, () => ({ id: 3 }))).toEqual({
+      value: { id: 3 },
+      replayed: false,
+    })
+    expect(await store.get(JSON.stringify(['', 'orders.create']), fresh.key)).toMatchObject({
+      status: 'completed',
+    })
+  })
 })

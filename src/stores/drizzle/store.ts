@@ -17,6 +17,7 @@ import type {
   StoreTransaction,
   SweepOptions,
 } from '../../store'
+import { drizzleLoggerOf, pgliteClientOf, pgliteFunction } from './pglite'
 import { type IdempotencyTable, idempotencyKeys } from './table'
 import { runDrizzleTransaction } from './transactional'
 
@@ -119,7 +120,8 @@ export const maxClaimAttempts = 10
 
 /**
  * Records in PostgreSQL through drizzle (postgres.js, node-postgres or PGlite). Every method
- * is one prepared statement; times come from the database's `now()`; commits are the
+ * is one prepared statement (on PGlite, the claim and completion one call of a session
+ * function, see ./pglite.ts); times come from the database's `now()`; commits are the
  * database's normal durable ones.
  *
  * ```ts
@@ -263,6 +265,36 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     )
   }
   const claimStatement = claimQuery.prepare(statementName('claim'))
+  // On PGlite the claim and the completion run as session functions (see ./pglite.ts).
+  const pglite = pgliteClientOf(db)
+  const pgliteLogger = pglite && drizzleLoggerOf(db)
+  const pgliteClaim =
+    pglite &&
+    pgliteFunction(
+      pglite,
+      pgliteLogger,
+      statementName('claim'),
+      claimQuery.toSQL(),
+      `table(state integer, fingerprint text, status text, response text, lease_token text,
+        locked_until float8, expires_at float8, now float8)`,
+      (statement) => `begin\n  return query ${statement};\nend`,
+    )
+  const claimRow = async (values: Record<string, unknown>): Promise<ClaimRow | undefined> => {
+    if (!pgliteClaim) return (await claimStatement.execute(values))[0]
+    const [row] = await pgliteClaim.run(values)
+    if (row === undefined) return undefined
+    const [state, fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
+    return {
+      state: Number(state),
+      fingerprint: fingerprint as string,
+      status: status as RecordStatus,
+      response: response as string | null,
+      leaseToken: leaseToken as string,
+      lockedUntil: Number(lockedUntil),
+      expiresAt: Number(expiresAt),
+      now: Number(now),
+    }
+  }
 
   const current = and(
     eq(table.scope, p.scope),
@@ -270,16 +302,28 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     sql`${table.status} = 'in_progress'`,
     eq(table.leaseToken, p.leaseToken),
   )
-  const completeStatement = db
-    .update(table)
-    .set({
-      status: sql`'completed'`,
-      response: sql`${p.response}`,
-      expiresAt: millisecondsFrom(p.ttlMs),
-    })
-    .where(current)
+  const completion = () =>
+    db
+      .update(table)
+      .set({
+        status: sql`'completed'`,
+        response: sql`${p.response}`,
+        expiresAt: millisecondsFrom(p.ttlMs),
+      })
+      .where(current)
+  const completeStatement = completion()
     .returning({ key: table.key })
     .prepare(statementName('complete'))
+  const pgliteComplete =
+    pglite &&
+    pgliteFunction(
+      pglite,
+      pgliteLogger,
+      statementName('complete'),
+      completion().toSQL(),
+      'boolean',
+      (statement) => `begin\n  ${statement};\n  return found;\nend`,
+    )
 
   const releaseStatement = db
     .delete(table)
@@ -339,7 +383,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         ttlMs: input.ttlMs,
       }
       for (let attempt = 1; attempt <= maxClaimAttempts; attempt++) {
-        const [row] = await claimStatement.execute(values)
+        const row = await claimRow(values)
         // No row at all: a concurrent claimer inserted the record after this statement's
         // snapshot was taken. ON CONFLICT saw it (and left it alone), but the outer SELECT,
         // reading the older snapshot, did not. Running again reads a snapshot that has it.
@@ -382,14 +426,15 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
-      const rows = await completeStatement.execute({
+      const values = {
         scope: input.scope,
         key: input.key,
         leaseToken: input.leaseToken,
         response: input.response,
         ttlMs: input.ttlMs,
-      })
-      return rows.length > 0
+      }
+      if (pgliteComplete) return (await pgliteComplete.run(values))[0]?.[0] === true
+      return (await completeStatement.execute(values)).length > 0
     },
 
     async release(input: ReleaseInput): Promise<boolean> {
@@ -431,6 +476,18 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       return deleted
     },
   }
+}
+
+/** What the claim statement returns (see `claimQuery`). */
+interface ClaimRow {
+  state: number
+  fingerprint: string
+  status: RecordStatus
+  response: string | null
+  leaseToken: string
+  lockedUntil: number
+  expiresAt: number
+  now: number
 }
 
 /** The record's columns as selected from `prefix` (a table or the claim's `r`). */
