@@ -463,7 +463,15 @@ export function createIdempotency<TTransaction = unknown>(
           if (won.takeover) emit(base, 'takeover')
           return {
             kind: 'execute',
-            lease: createTransactionalLease(held, savepoint, won.record, won.takeover, ttl, base),
+            lease: createTransactionalLease(
+              held,
+              savepoint,
+              won.record,
+              won.takeover,
+              ttl,
+              base,
+              askedAt,
+            ),
           }
         }
         if ('interrupted' in claim.result) {
@@ -652,6 +660,8 @@ export function createIdempotency<TTransaction = unknown>(
     takeover: boolean,
     ttl: number,
     base: EventBase,
+    /** On the engine's clock, a time before the transaction began. */
+    openedBefore: number,
   ): Lease<TTransaction> {
     const startedAt = now()
     let settled = false
@@ -663,12 +673,10 @@ export function createIdempotency<TTransaction = unknown>(
     /** Ends the handler's savepoint (keeping or dropping its writes), records, commits. */
     async function finish(keepWrites: boolean, outcome: Outcome): Promise<void> {
       const response = encodeOutcome(outcome, base)
-      let sentAt = 0
       let ok = false
       try {
         if (keepWrites) await savepoint.commit()
         else await savepoint.rollback()
-        sentAt = now()
         ok = await held.session.complete({
           scope: record.scope,
           key: record.key,
@@ -696,8 +704,12 @@ export function createIdempotency<TTransaction = unknown>(
         )
         throw new StoreUnavailableError({ cause: error })
       }
-      // Committed: the record is there for everyone now.
-      if (ok) replayCache?.add(record.scope, record.key, record.fingerprint, response, sentAt, ttl)
+      // Committed: the record is there for everyone now. Its expiry is counted from a time in
+      // the transaction (the Drizzle store: its completing statement), so from before the
+      // transaction began a copy cannot outlive it, whatever clock a store uses in there.
+      if (ok) {
+        replayCache?.add(record.scope, record.key, record.fingerprint, response, openedBefore, ttl)
+      }
       if (options.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
     }
 

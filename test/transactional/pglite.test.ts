@@ -26,6 +26,25 @@ describe('transactional mode on PGlite', () => {
     expect(await lite.orderCount(key)).toBe(1)
   })
 
+  it('the replay cache stops no later than the record: past its ttl the operation runs again', async () => {
+    const ttl = 300
+    const idempotency = lite.engine({ ttl })
+    const key = lite.newKey('cache-ttl')
+    const request = { key, operation, payload: {}, transactional: true } as const
+    await idempotency.execute(request, async () => 'first')
+    // The record expires ttl after its completing statement; wait past that.
+    const expiredBy = Date.now() + ttl + 50
+    expect(await idempotency.execute(request, async () => 'second')).toEqual({
+      value: 'first',
+      replayed: true,
+    })
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiredBy - Date.now())))
+    expect(await idempotency.execute(request, async () => 'third')).toEqual({
+      value: 'third',
+      replayed: false,
+    })
+  })
+
   it('a deterministic error leaves no row and replays; an unexpected one leaves nothing and reruns', async () => {
     const idempotency = lite.engine()
     const refused = lite.newKey('refused')
