@@ -478,17 +478,8 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   }
 }
 
-/** What the claim statement returns (see `claimQuery`). */
-interface ClaimRow {
-  state: number
-  fingerprint: string
-  status: RecordStatus
-  response: string | null
-  leaseToken: string
-  lockedUntil: number
-  expiresAt: number
-  now: number
-}
+/** What the claim statement returns (see `claimQuery`): the standing record's fields and more. */
+type ClaimRow = Omit<IdempotencyRecord, 'scope' | 'key'> & { state: number; now: number }
 
 /** The record's columns as selected from `prefix` (a table or the claim's `r`). */
 export function recordFields(prefix: SQL) {
