@@ -122,7 +122,8 @@ export function fingerprint(payload: unknown): string {
 const oneShotHash = (
   crypto as { hash?: (algorithm: string, data: string, encoding: string) => string }
 ).hash
-const sha256 = oneShotHash
+/** SHA-256 of `text`, base64url. */
+export const sha256 = oneShotHash
   ? (text: string) => oneShotHash('sha256', text, 'base64url')
   : (text: string) => crypto.createHash('sha256').update(text).digest('base64url')
 
@@ -200,7 +201,7 @@ function quotedKey(key: string): string {
 
 /** A stable, opaque derivation of several strings (used for downstream keys). */
 export function hashParts(...parts: string[]): string {
-  const hash = crypto.createHash('sha256')
-  for (const part of parts) hash.update(`${part.length}:${part}`)
-  return hash.digest('base64url')
+  let text = ''
+  for (const part of parts) text += `${part.length}:${part}`
+  return sha256(text)
 }

@@ -4,7 +4,7 @@ import type { EngineResult } from '../sections/engine'
 import type { HttpRatios, HttpResult } from '../sections/http'
 import type { RedisResult } from '../sections/redis'
 import type { Machine } from './machine'
-import { byName, type VariantStats } from './measure'
+import { byName, pairedRatio, type VariantStats } from './measure'
 
 export interface Results {
   machine: Machine
@@ -69,6 +69,22 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
     }
   }
   if (results.redis) {
+    const { latency } = results.redis
+    const find = (name: string) => latency.find((variant) => variant.name === name)
+    for (const path of ['first execution', 'replay'] as const) {
+      const ours = find(`idempotent-mutations (node-redis): ${path}`)
+      const powertools = find(`@aws-lambda-powertools/idempotency (node-redis): ${path}`)
+      const peer = find(`@node-idempotency/core (redis@4 (its adapter)): ${path}`)
+      if (!ours || !powertools || !peer) continue
+      const vsPowertools = pairedRatio(ours, powertools)
+      const vsPeer = pairedRatio(ours, peer)
+      targets.push({
+        name: `Redis: ${path} ahead of both peers (time per operation, node-redis)`,
+        target: 'less time than Powertools and @node-idempotency/core',
+        measured: `ours ÷ Powertools ${vsPowertools}×, ours ÷ node-idempotency ${vsPeer}×`,
+        met: vsPowertools < 1 && vsPeer < 1,
+      })
+    }
     for (const library of results.redis.libraries.filter(
       (l) => l.library === 'idempotent-mutations',
     )) {

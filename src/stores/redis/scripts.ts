@@ -45,7 +45,7 @@ local status = found[2]
 local function claim(takeover)
   local lockedUntil, expiresAt = ms(now + tonumber(ARGV[5])), ms(now + tonumber(ARGV[6]))
   -- DEL first: a stale record's fields (its response) must not leak into the new one.
-  redis.call('DEL', record)
+  if status or found[3] or found[7] then redis.call('DEL', record) end
   redis.call('HSET', record, 'scope', ARGV[1], 'key', ARGV[2], 'fingerprint', fingerprint,
     'status', 'in_progress', 'leaseToken', token, 'lockedUntil', lockedUntil,
     'expiresAt', expiresAt, 'takeover', takeover)
@@ -83,8 +83,11 @@ local found = redis.call('HMGET', record, 'status', 'leaseToken')
 -- Fencing: only the current lease holder may write the outcome.
 if found[1] ~= 'in_progress' or found[2] ~= ARGV[1] then return 0 end
 local expiresAt = ms(now + tonumber(ARGV[2]))
-if ARGV[3] == '1' then redis.call('HSET', record, 'response', ARGV[4]) end
-redis.call('HSET', record, 'status', 'completed', 'expiresAt', expiresAt)
+if ARGV[3] == '1' then
+  redis.call('HSET', record, 'status', 'completed', 'expiresAt', expiresAt, 'response', ARGV[4])
+else
+  redis.call('HSET', record, 'status', 'completed', 'expiresAt', expiresAt)
+end
 redis.call('PEXPIREAT', record, expiresAt)
 return 1
 `,

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { sha256 } from '../../codec'
 import type {
   ClaimInput,
   ClaimResult,
@@ -172,11 +172,9 @@ export function createRedisStore(
  * only change with a new version tag (and a migration note).
  */
 function recordHash(scope: string, key: string): string {
-  const hash = createHash('sha256')
-  for (const part of ['idempotent-mutations/redis/v1', scope, key]) {
-    hash.update(`${part.length}:${part}`)
-  }
-  return hash.digest('base64url')
+  const tag = 'idempotent-mutations/redis/v1'
+  // The parts in a row, as an incremental hash would take them: one call instead of four.
+  return sha256(`${tag.length}:${tag}${scope.length}:${scope}${key.length}:${key}`)
 }
 
 function checkStrings(input: object, ...names: string[]): void {
