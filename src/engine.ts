@@ -106,7 +106,9 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * How long a claim may wait for the store before it counts as unavailable (`onStoreError`
    * decides what then happens: 503 or running unprotected). Bounds the wait when a database
    * driver queues queries through an outage. A claim that still lands later leaves a lease no one
-   * holds: retries get 409 until `lockTimeout` passes, then take the key over.
+   * holds: retries get 409 until `lockTimeout` passes, then take the key over. Not applied in
+   * transactional mode, whose claim runs in the transaction it opens (bound that wait with your
+   * pool's connection and statement timeouts).
    * @default false (wait as long as the store takes)
    */
   claimTimeout?: Duration | false
@@ -814,9 +816,11 @@ export function createIdempotency<TTransaction = unknown>(
             response,
             ttlMs: this.#ttl,
           })
-          // After a failed attempt, `false` may mean that attempt did commit and only its answer
-          // was lost: the record then stands completed under this lease, which is no loss.
-          if (ok || (attempt > 0 && (await this.#completedUnderThisLease()))) {
+          // `false` may also mean that an earlier attempt, or a copy of this one the client sent
+          // again after a reconnect (ioredis does), did commit and only its answer was lost: the
+          // record then stands completed under this lease, which is no loss. One read, on this
+          // rare path only.
+          if (ok || (await this.#completedUnderThisLease())) {
             replayCache?.add(
               target.scope,
               target.key,
@@ -869,7 +873,12 @@ export function createIdempotency<TTransaction = unknown>(
       try {
         const ok = await store.release(this.#target)
         if (ok) emit(base, 'released')
-        else emit(base, 'lost-lease')
+        else {
+          emit(base, 'lost-lease')
+          logger.warn(
+            `lost the lease on operation ${base.operation} before releasing it (the key was taken over or expired)`,
+          )
+        }
       } catch (error) {
         emit(base, 'store-error', { stage: 'release', error })
         logger.error(
@@ -924,11 +933,20 @@ export function createIdempotency<TTransaction = unknown>(
     options.sweepInterval === undefined || options.sweepInterval === false
       ? undefined
       : toMilliseconds(options.sweepInterval, 'sweepInterval')
+  // One sweep at a time: a backlog that outlasts the interval is not swept twice at once.
+  let sweeping = false
   const timer =
     sweepEvery === undefined
       ? undefined
       : setInterval(() => {
-          store.sweep().catch((error) => logger.error('sweep failed', error))
+          if (sweeping) return
+          sweeping = true
+          store
+            .sweep()
+            .catch((error) => logger.error('sweep failed', error))
+            .finally(() => {
+              sweeping = false
+            })
         }, sweepEvery)
   timer?.unref()
 

@@ -34,6 +34,7 @@ export {
 } from './errors'
 export {
   agreeOnKey,
+  callerScope,
   defaultKeyField,
   idempotencyKeyHeader,
   parseKeyHeader,
@@ -41,7 +42,7 @@ export {
   splitInputKey,
   validateKey,
 } from './key'
-export { type ReplayCacheOptions, replayCacheDefaults } from './replay-cache'
+export { defaultReplayCacheOptions, type ReplayCacheOptions } from './replay-cache'
 export type {
   ClaimInput,
   ClaimResult,

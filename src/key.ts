@@ -91,7 +91,9 @@ export function agreeOnKey(...keys: (string | undefined)[]): string | undefined 
   for (const key of keys) {
     if (key === undefined) continue
     if (found !== undefined && found !== key) {
-      throw new KeyInvalidError('two different keys were sent for one operation (header and input)')
+      throw new KeyInvalidError(
+        'two different keys were sent for one operation (from its header, input, arguments or extensions)',
+      )
     }
     found = key
   }
@@ -100,4 +102,20 @@ export function agreeOnKey(...keys: (string | undefined)[]): string | undefined 
 
 function typeOf(value: unknown): string {
   return value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value
+}
+
+/**
+ * A caller's scope as the adapters' `scope` option returns it: a string or number, or nothing
+ * (the shared scope ''). Anything else is a programming error, refused rather than turned into
+ * text: `String(user)` would give every user the same scope, `[object Object]`, and let one
+ * tenant's records answer another's retries.
+ */
+export function callerScope(scope: unknown, where: string): string {
+  if (scope === undefined || scope === null) return ''
+  if (typeof scope !== 'string' && typeof scope !== 'number') {
+    throw new TypeError(
+      `idempotent-mutations: ${where} must return a string, a number or undefined (got ${typeof scope})`,
+    )
+  }
+  return String(scope)
 }

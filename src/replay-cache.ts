@@ -35,7 +35,8 @@ interface Entry extends ReplayCopy {
   readonly size: number
 }
 
-export const replayCacheDefaults = {
+/** The `replayCache` settings an engine uses when it is given none. */
+export const defaultReplayCacheOptions = {
   maxEntries: 1000,
   maxCharacters: 8 * 1024 * 1024,
   maxAge: '1m',
@@ -61,15 +62,15 @@ export class ReplayCache {
 
   constructor(options: ReplayCacheOptions) {
     this.#maxEntries = positiveInteger(
-      options.maxEntries ?? replayCacheDefaults.maxEntries,
+      options.maxEntries ?? defaultReplayCacheOptions.maxEntries,
       'maxEntries',
     )
     this.#maxCharacters = positiveInteger(
-      options.maxCharacters ?? replayCacheDefaults.maxCharacters,
+      options.maxCharacters ?? defaultReplayCacheOptions.maxCharacters,
       'maxCharacters',
     )
     this.#maxAgeMs = toMilliseconds(
-      options.maxAge ?? replayCacheDefaults.maxAge,
+      options.maxAge ?? defaultReplayCacheOptions.maxAge,
       'replayCache.maxAge',
     )
   }

@@ -39,7 +39,7 @@ export interface ClaimInput {
   scope: string
   key: string
   fingerprint: string
-  /** A fresh random token that identifies this claim's lease. */
+  /** A token that identifies this claim's lease, never used by another claim. */
   leaseToken: string
   /** The lease length: `locked_until = now + lockTimeoutMs`. */
   lockTimeoutMs: number
@@ -167,7 +167,11 @@ export interface IdempotencyStore<TTransaction = unknown> {
    */
   release(input: ReleaseInput): Promise<boolean>
 
-  /** Reads a record as it stands (expired ones included), or undefined. For tools and tests. */
+  /**
+   * Reads a record as it stands (expired ones included), or undefined. Tools and tests use it,
+   * and the engine reads it when `complete` answers false, to tell a completion whose answer was
+   * lost from a lost lease.
+   */
   get(scope: string, key: string): Promise<IdempotencyRecord | undefined>
 
   /**

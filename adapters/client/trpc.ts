@@ -8,7 +8,7 @@ import type {
 } from '@trpc/client'
 import type { AnyRouter } from '@trpc/server'
 import type { Observer, Unsubscribable } from '@trpc/server/observable'
-import { agreeOnKey, idempotencyKeyHeader, validateKey } from '../../src/key'
+import { agreeOnKey, defaultKeyField, idempotencyKeyHeader, validateKey } from '../../src/key'
 import {
   type AttemptOutcome,
   anySignal,
@@ -180,8 +180,17 @@ function keyOperation(
 ): { key: string; input: unknown; keyInInput: boolean } {
   const fromContext = op.context[idempotencyKeyContextField]
   const contextKey = fromContext === undefined ? undefined : validateKey(fromContext)
-  if (keyField === undefined)
-    return { key: contextKey ?? generate(), input: op.input, keyInInput: false }
+  if (keyField === undefined) {
+    // A key the caller put in the input's `idempotencyKey` (where the server looks by default)
+    // is this operation's key: sending another one in the header would be answered 400.
+    const raw = isPlainObject(op.input) ? op.input[defaultKeyField] : undefined
+    const inputKey = raw === undefined || raw === null ? undefined : validateKey(raw)
+    return {
+      key: agreeOnKey(contextKey, inputKey) ?? generate(),
+      input: op.input,
+      keyInInput: false,
+    }
+  }
   const { input } = op
   if (input !== undefined && !isPlainObject(input)) {
     // FormData, binary or scalar input has no field to carry a key: the header must.

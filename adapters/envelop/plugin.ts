@@ -11,13 +11,14 @@ import {
   type OperationDefinitionNode,
 } from 'graphql'
 import {
+  agreeOnKey,
   assertTransactionalStore,
+  callerScope,
   defaultKeyField,
   defaultLogger,
   type HandlerContext,
   type Idempotency,
   isIdempotencyError,
-  KeyInvalidError,
   type Lease,
   type Logger,
   readKeyHeader,
@@ -340,24 +341,12 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       ?.extensions
     const extensionKey = extensions?.[keyField]
     if (extensionKey !== undefined && extensionKey !== null) found.push(validateKey(extensionKey))
-    if (new Set(found).size > 1) {
-      throw new KeyInvalidError(
-        'two different keys were sent for one operation (Idempotency-Key header, argument or extensions)',
-      )
-    }
-    return found[0]
+    return agreeOnKey(...found)
   }
 
   async function findScope(context: TContext): Promise<string> {
     if (!options.scope) return ''
-    const scope = await options.scope(context)
-    if (scope === undefined || scope === null) return ''
-    if (typeof scope !== 'string' && typeof scope !== 'number') {
-      throw new TypeError(
-        `idempotent-mutations: scope(context) must return a string, a number or undefined (got ${typeof scope})`,
-      )
-    }
-    return String(scope)
+    return callerScope(await options.scope(context), 'scope(context)')
   }
 
   async function protectMutation(
@@ -396,7 +385,8 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
         key,
         operation: analysis.fieldNames.join(','),
         scope: key === undefined ? '' : await findScope(context),
-        payload: fingerprintPayload(operation, analysis, variables),
+        // Only a keyed call is fingerprinted; the engine passes the others through.
+        payload: key === undefined ? undefined : fingerprintPayload(operation, analysis, variables),
         required,
         ttl,
         transactional,
@@ -475,7 +465,16 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
     // The executor's own result, before any onExecuteDone hook (maskers included) touched it:
     // the one place where an error thrown on purpose and an unexpected one still differ.
     setExecuteFn(async (executionArgs) => {
-      const result = await executeFn(executionArgs)
+      let result: Awaited<ReturnType<typeof executeFn>>
+      try {
+        result = await executeFn(executionArgs)
+      } catch (error) {
+        // Envelop runs no onExecuteDone for an executor that throws. Yoga still reports the
+        // request's end (onExecutionResult, onResponse); plain Envelop does not, so the key is
+        // released here rather than left in progress until its lease ends.
+        if (!yoga) await settle(execution, undefined)
+        throw error
+      }
       execution.recordable = !isAsyncIterable(result) && recordable(result)
       return result
     })

@@ -3,6 +3,7 @@ import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
 import {
   agreeOnKey,
   assertTransactionalStore,
+  callerScope,
   type Duration,
   defaultKeyField,
   type HandlerContext,
@@ -275,7 +276,7 @@ export function createIdempotencyMiddleware<TContext = object>(
     const request: OperationRequest = {
       key,
       operation: path,
-      scope: scope === undefined || scope === null ? '' : String(scope),
+      scope: callerScope(scope, 'scope({ ctx, path, input })'),
       payload,
       required: settings?.required ?? options.required,
       ttl: settings?.ttl,

@@ -143,6 +143,17 @@ describe('idempotencyLink with a scripted fetch', () => {
     expect(script.keys()).toEqual(['order-77'])
   })
 
+  it("sends a key the caller put in the input's idempotencyKey as the header key", async () => {
+    const script = setup(['network', data({ id: 1 })])
+    const input = { total: 5, idempotencyKey: 'saved-key-1' } as { total: number }
+    await expect(script.client.create.mutate(input)).resolves.toEqual({ id: 1 })
+    expect(script.keys()).toEqual(['saved-key-1', 'saved-key-1'])
+    const conflicting = await script.client.create
+      .mutate(input, { context: { idempotencyKey: 'other-key' } })
+      .catch((e) => e)
+    expect(conflicting.cause).toMatchObject({ code: 'KEY_INVALID' })
+  })
+
   it('rejects an invalid key from the context with KEY_INVALID and sends nothing', async () => {
     const script = setup([data({ id: 1 })])
     const error = await script.client.create

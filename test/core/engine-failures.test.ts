@@ -97,6 +97,23 @@ describe('engine: recording the outcome fails', () => {
     expect(events.map((event) => event.type)).toEqual(['executed'])
   })
 
+  it('does not report a lost lease when a completion sent twice answers false the second time', async () => {
+    // What a client that re-sends a command after a reconnect produces: the first copy
+    // completed the record, the answer the caller sees is the second copy's `false`.
+    const { idempotency, events, logger } = createHarness({
+      store: (memory) => ({
+        ...memory,
+        complete: async (input) => {
+          await memory.complete(input)
+          return memory.complete(input)
+        },
+      }),
+    })
+    await idempotency.execute({ key: 'k', operation }, () => 'value')
+    expect(events.map((event) => event.type)).toEqual(['executed'])
+    expect(logger.warn).not.toHaveBeenCalled()
+  })
+
   it('reports a completion that keeps failing, and the caller still gets the value', async () => {
     const { idempotency, store, events, logger } = createHarness({
       store: (memory) => ({

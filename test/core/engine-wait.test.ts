@@ -81,13 +81,21 @@ describe("engine: concurrency 'wait'", () => {
   })
 
   it('per call: a duplicate may wait on an engine that rejects, with its own waitTimeout', async () => {
-    const harness = createHarness()
+    // The engine would give up after 1 s; the call asks for 60 s.
+    const { idempotency, clock, nextRefusal } = waitingHarness({
+      concurrency: 'reject',
+      waitTimeout: '1s',
+    })
     const running = deferred<string>()
-    const first = harness.idempotency.execute({ key: 'k', operation }, () => running.promise)
-    const waiting = harness.idempotency.execute(
-      { key: 'k', operation, concurrency: 'wait', waitTimeout: '10s' },
+    const first = idempotency.execute({ key: 'k', operation }, () => running.promise)
+    const waiting = idempotency.execute(
+      { key: 'k', operation, concurrency: 'wait', waitTimeout: '60s' },
       () => 'never',
     )
+    await nextRefusal()
+    // 5 s pass while the first still runs: past the engine's wait, well within the call's.
+    clock.advance(5_000)
+    await nextRefusal()
     running.resolve('outcome')
     await first
     expect(await waiting).toEqual({ value: 'outcome', replayed: true })

@@ -333,4 +333,27 @@ describe('engine: setup and sweeping', () => {
       vi.useRealTimers()
     }
   })
+
+  it('starts no sweep while the previous one still runs', async () => {
+    vi.useFakeTimers()
+    try {
+      const store = createMemoryStore()
+      let finish = () => {}
+      const sweep = vi.spyOn(store, 'sweep').mockImplementation(
+        () =>
+          new Promise<number>((resolve) => {
+            finish = () => resolve(0)
+          }),
+      )
+      const idempotency = createIdempotency({ store, sweepInterval: '1m' })
+      await vi.advanceTimersByTimeAsync(180_000)
+      expect(sweep).toHaveBeenCalledTimes(1)
+      finish()
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(sweep).toHaveBeenCalledTimes(2)
+      idempotency.close()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
 })

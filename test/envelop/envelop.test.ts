@@ -13,6 +13,8 @@ function setup(
   options: {
     masking?: 'before' | 'after'
     plugin?: Omit<UseIdempotencyOptions, 'idempotency'>
+    /** Replaces graphql's execute (an executor that throws, say). */
+    execute?: typeof execute
   } = {},
 ) {
   const { schema, resolvers } = createTestSchema()
@@ -21,7 +23,7 @@ function setup(
   const plugin = useIdempotency({ idempotency, ...options.plugin })
   const masking = options.masking ?? 'before'
   const plugins: Plugin[] = [
-    useEngine({ parse, validate, execute, subscribe, specifiedRules }),
+    useEngine({ parse, validate, execute: options.execute ?? execute, subscribe, specifiedRules }),
     useSchema(schema),
     ...(masking === 'before' ? [useMaskedErrors(), plugin] : [plugin, useMaskedErrors()]),
   ]
@@ -46,6 +48,21 @@ describe('useIdempotency in plain Envelop (no HTTP request)', () => {
     expect(resolvers.createOrder).toHaveBeenCalledTimes(1)
     expect(first).toEqual({ data: { createOrder: { id: '1', item: 'pen' } } })
     expect(second).toEqual(first)
+  })
+
+  it('releases the key when the executor throws, so the retry runs instead of a 409', async () => {
+    let failures = 1
+    const { run, resolvers, store } = setup({
+      execute: (args) => {
+        if (failures-- > 0) throw new Error('the executor crashed')
+        return execute(args)
+      },
+    })
+    await expect(run(keyed)).rejects.toThrow('the executor crashed')
+    expect(store.release).toHaveBeenCalledTimes(1)
+    const retry = await run(keyed)
+    expect(retry).toEqual({ data: { createOrder: { id: '1', item: 'pen' } } })
+    expect(resolvers.createOrder).toHaveBeenCalledTimes(1)
   })
 
   it('reads the header from a Node-style context.req', async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { PGlite } from '@electric-sql/pglite'
 import { drizzle } from 'drizzle-orm/pglite'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import { createIdempotency } from '../../src'
 import { idempotencyKeys } from '../../src/stores/drizzle'
 import { describeAcceptance } from '../core/acceptance'
@@ -66,6 +66,38 @@ describe('drizzle store: PGlite runs the claim and the completion as session fun
       [schema],
     )
     expect(inSchema.rows).toEqual([])
+  })
+
+  it('sends PGlite two calls per first execution and one per replay, after creating both functions once', async () => {
+    const store = await tables.createStore()
+    const idempotency = createIdempotency({ store, replayCache: false })
+    const query = vi.spyOn(client, 'query')
+    const exec = vi.spyOn(client, 'exec')
+    try {
+      const calls = async (run: () => Promise<unknown>) => {
+        query.mockClear()
+        exec.mockClear()
+        await run()
+        return { query: query.mock.calls.length, exec: exec.mock.calls.length }
+      }
+      const request = (key: string) => ({ key, operation: 'orders.create', payload: { n: 1 } })
+      // The store's first claim and first completion create their functions.
+      expect(await calls(() => idempotency.execute(request('a'), () => 1))).toEqual({
+        query: 2,
+        exec: 2,
+      })
+      expect(await calls(() => idempotency.execute(request('b'), () => 2))).toEqual({
+        query: 2,
+        exec: 0,
+      })
+      expect(await calls(() => idempotency.execute(request('b'), () => 3))).toEqual({
+        query: 1,
+        exec: 0,
+      })
+    } finally {
+      query.mockRestore()
+      exec.mockRestore()
+    }
   })
 
   it('creates them again after DISCARD TEMP dropped them', async () => {

@@ -92,6 +92,9 @@ function helpers<TTransaction>(
       return createIdempotency<TTransaction>({
         store,
         transactional: true,
+        // Every replay here goes through the store's transactional claim; the replay cache in
+        // front of it has its own tests (and one here that turns it on).
+        replayCache: false,
         ...engineOptions(events),
         ...overrides,
       })

@@ -28,7 +28,7 @@ describe('transactional mode on PGlite', () => {
 
   it('the replay cache stops no later than the record: past its ttl the operation runs again', async () => {
     const ttl = 300
-    const idempotency = lite.engine({ ttl })
+    const idempotency = lite.engine({ ttl, replayCache: {} })
     const key = lite.newKey('cache-ttl')
     const request = { key, operation, payload: {}, transactional: true } as const
     await idempotency.execute(request, async () => 'first')

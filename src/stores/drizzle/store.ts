@@ -111,8 +111,8 @@ export const epochMs = (value: SQL | PgColumn) =>
 const completedAndLive = (prefix: SQL) =>
   sql`(${prefix}status = 'completed' and ${prefix}expires_at > now())`
 export const asBoolean = (value: unknown) => value === true || value === 't' || value === 'true'
-export const millisecondsFrom = (placeholder: SQLWrapper) =>
-  sql`now() + ${placeholder}::float8 * interval '1 millisecond'`
+export const millisecondsFrom = (milliseconds: SQLWrapper | number) =>
+  sql`now() + ${milliseconds}::float8 * interval '1 millisecond'`
 
 // How often a claim re-runs when it read nothing (see claim below); each re-run sees a newer
 // snapshot, so the second one practically always answers.

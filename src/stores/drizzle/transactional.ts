@@ -12,6 +12,7 @@ import {
   type DrizzlePgDatabase,
   epochMs,
   maxClaimAttempts,
+  millisecondsFrom,
   postgresErrorCode,
   recordFields,
   toRecord,
@@ -53,8 +54,9 @@ export function runDrizzleTransaction<TTransaction, T>(
 
 /**
  * The statements of one transaction (or savepoint). They are built per transaction because a
- * drizzle statement is bound to the connection it runs on; they are plain (unnamed) queries,
- * except the rare second phase of a claim, which reuses the store's own prepared claim.
+ * drizzle statement is bound to the connection it runs on; they are plain (unnamed) queries.
+ * The rare second phase of a claim runs the store's own claim statement, built on this
+ * transaction for the occasion.
  */
 function createStoreTransaction<TTransaction>(
   tx: DrizzlePgDatabase,
@@ -84,9 +86,8 @@ function createStoreTransaction<TTransaction>(
       insert into ${table}
         (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
       values (${input.scope}, ${input.key}, ${input.fingerprint}, 'in_progress', null,
-        ${input.leaseToken},
-        now() + ${input.lockTimeoutMs}::float8 * interval '1 millisecond',
-        now() + ${input.ttlMs}::float8 * interval '1 millisecond')
+        ${input.leaseToken}, ${millisecondsFrom(input.lockTimeoutMs)},
+        ${millisecondsFrom(input.ttlMs)})
       on conflict (scope, key) do nothing
       returning scope, key, fingerprint, status, response, lease_token, locked_until, expires_at`)
     const [row] = await tx

@@ -44,8 +44,8 @@ local status = found[2]
 
 local function claim(takeover)
   local lockedUntil, expiresAt = ms(now + tonumber(ARGV[5])), ms(now + tonumber(ARGV[6]))
-  -- DEL first: a stale record's fields (its response) must not leak into the new one.
-  if status or found[3] or found[7] then redis.call('DEL', record) end
+  -- The HSET below rewrites every other field; a stale response must not leak into the new one.
+  if found[3] then redis.call('HDEL', record, 'response') end
   redis.call('HSET', record, 'scope', ARGV[1], 'key', ARGV[2], 'fingerprint', fingerprint,
     'status', 'in_progress', 'leaseToken', token, 'lockedUntil', lockedUntil,
     'expiresAt', expiresAt, 'takeover', takeover)

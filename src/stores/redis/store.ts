@@ -1,4 +1,4 @@
-import { sha256 } from '../../codec'
+import { hashParts } from '../../codec'
 import type {
   ClaimInput,
   ClaimResult,
@@ -89,9 +89,10 @@ export function createRedisStore(
         ),
         'claim',
       )
-      const [outcome] = reply.map(text)
+      const fields = reply.map(text)
+      const [outcome] = fields
       if (outcome === 'claimed') {
-        const [, takeover, , lockedUntil, expiresAt] = reply.map(text)
+        const [, takeover, , lockedUntil, expiresAt] = fields
         return {
           claimed: true,
           takeover: takeover === '1',
@@ -108,10 +109,10 @@ export function createRedisStore(
         }
       }
       if (outcome === 'existing') {
-        const now = toNumber(text(reply[7]), 'claim')
+        const now = toNumber(fields[7], 'claim')
         return {
           claimed: false,
-          record: toRecord(input.scope, input.key, reply.slice(1, 7), 'claim'),
+          record: toRecord(input.scope, input.key, fields.slice(1, 7), 'claim'),
           now,
         }
       }
@@ -168,13 +169,11 @@ export function createRedisStore(
 /**
  * The record's hash tag: a SHA-256 of (scope, key), each part length-prefixed so no two pairs
  * meet. A record's one key then always lands on one cluster slot, whatever braces the client's
- * key contains. Computed here rather than with a shared helper: it names stored data, so it may
- * only change with a new version tag (and a migration note).
+ * key contains. It names stored data, so it may only change with a new version tag (and a
+ * migration note); test/stores/redis.test.ts pins the layout.
  */
 function recordHash(scope: string, key: string): string {
-  const tag = 'idempotent-mutations/redis/v1'
-  // The parts in a row, as an incremental hash would take them: one call instead of four.
-  return sha256(`${tag.length}:${tag}${scope.length}:${scope}${key.length}:${key}`)
+  return hashParts('idempotent-mutations/redis/v1', scope, key)
 }
 
 function checkStrings(input: object, ...names: string[]): void {
