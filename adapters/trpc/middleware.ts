@@ -54,7 +54,8 @@ export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = 
   /**
    * Who is asking (a tenant or user id). Records of different scopes never meet; the procedure
    * path is always added as the operation. May be async. If it throws, the call fails: it never
-   * falls back to a shared scope. Called only for calls that carry a key.
+   * falls back to a shared scope; a value of another type (an object) fails it with a TypeError.
+   * Called only for calls that carry a key.
    * @default () => '' (one scope for every caller)
    */
   scope?: (

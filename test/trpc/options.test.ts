@@ -110,6 +110,18 @@ describe('middleware options', () => {
     expect(app.spies.create).not.toHaveBeenCalled()
   })
 
+  it('refuses a scope that is neither a string nor a number, so two tenants never share "[object Object]"', async () => {
+    const { app, caller } = callerFor({
+      middleware: { scope: (({ ctx }: { ctx: Context }) => ({ id: ctx.user })) as never },
+    })
+    const claim = vi.spyOn(app.store, 'claim')
+    const error = await caller.order.create({ name: 'pen', idempotencyKey: 'o-9' }).catch((e) => e)
+    expect(error.cause).toBeInstanceOf(TypeError)
+    expect(error.cause.message).toMatch(/must return a string, a number or undefined/)
+    expect(claim).not.toHaveBeenCalled()
+    expect(app.spies.create).not.toHaveBeenCalled()
+  })
+
   it('records only the failures `storeErrors` accepts', async () => {
     const { app, caller } = callerFor({
       middleware: { storeErrors: (error) => error.code === 'INTERNAL_SERVER_ERROR' },
