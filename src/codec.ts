@@ -127,6 +127,13 @@ export const sha256 = oneShotHash
   ? (text: string) => oneShotHash('sha256', text, 'base64url')
   : (text: string) => crypto.createHash('sha256').update(text).digest('base64url')
 
+/**
+ * What JSON.stringify escapes in a string: `"`, `\\`, control characters and lone surrogates
+ * (this also sends valid surrogate pairs to JSON.stringify, which leaves them as they are).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const needsEscaping = /["\\\u0000-\u001f\ud800-\udfff]/
+
 /** Returned by the fast path when the value needs the general one. */
 const unusual = Symbol('unusual')
 
@@ -142,7 +149,8 @@ const unusual = Symbol('unusual')
 function plainCanonicalJson(value: unknown, depth: number): string | undefined | typeof unusual {
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value)
+      // Most strings need no escaping, and quoting them here costs less than JSON.stringify.
+      return needsEscaping.test(value) ? JSON.stringify(value) : `"${value}"`
     case 'number':
       return Number.isFinite(value) ? String(value) : unusual
     case 'boolean':

@@ -42,6 +42,32 @@ describe('fingerprint of plain JSON payloads', () => {
     )
   })
 
+  it('escapes strings as JSON does: quotes, backslashes, control characters, lone surrogates', () => {
+    // 'binary' units draw any UTF-16 code unit, lone surrogates and control characters included.
+    fc.assert(
+      fc.property(
+        fc.jsonValue({ stringUnit: 'binary' }).filter((value) => !hasDollarKey(value)),
+        (value) => {
+          expect(fingerprint(value)).toBe(expected(value))
+        },
+      ),
+      { numRuns: 300 },
+    )
+    for (const text of [
+      '"',
+      '\\',
+      '\u0000',
+      '\u001f',
+      '\ud800',
+      'a\udfffb',
+      '😀',
+      '\u2028',
+      '\u007f',
+    ]) {
+      expect(fingerprint({ text })).toBe(expected({ text }))
+    }
+  })
+
   it('leaves out undefined members and writes the same text for repeated key names', () => {
     const withUndefined = { b: undefined, a: 1, c: [undefined, { z: 2, y: undefined }] }
     expect(fingerprint(withUndefined)).toBe(expected({ a: 1, c: [null, { z: 2 }] }))
