@@ -174,8 +174,7 @@ function plainCanonicalJson(value: unknown, depth: number): string | undefined |
       if (prototype !== Object.prototype && prototype !== null) return unusual
       const record = value as Record<string, unknown>
       if (typeof record.toJSON === 'function') return unusual
-      const keys = Object.keys(record)
-      if (keys.length > 1) keys.sort()
+      const keys = sortKeys(Object.keys(record))
       let text = '{'
       for (const key of keys) {
         if (key.charCodeAt(0) === 36 /* $ */) return unusual
@@ -190,6 +189,21 @@ function plainCanonicalJson(value: unknown, depth: number): string | undefined |
     default:
       return unusual
   }
+}
+
+/**
+ * `keys` in code-unit order, as `keys.sort()` puts them. The few keys of a typical payload object
+ * sort in a fraction of the time through insertion than through the built-in sort.
+ */
+function sortKeys(keys: string[]): string[] {
+  if (keys.length > 16) return keys.sort()
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]!
+    let j = i - 1
+    for (; j >= 0 && keys[j]! > key; j--) keys[j + 1] = keys[j]!
+    keys[j + 1] = key
+  }
+  return keys
 }
 
 /**

@@ -15,7 +15,6 @@ import type {
   ClaimResult,
   IdempotencyRecord,
   IdempotencyStore,
-  ReleaseInput,
   StoreTransaction,
   TransactionClaimResult,
 } from './store'
@@ -505,7 +504,14 @@ export function createIdempotency<TTransaction = unknown>(
         if (result.takeover) emit(base, 'takeover')
         return {
           kind: 'execute',
-          lease: new StoreLease(result.record, result.takeover, ttl, base, now()),
+          // The start time only feeds the `executed` event's duration.
+          lease: new StoreLease(
+            result.record,
+            result.takeover,
+            ttl,
+            base,
+            options.onEvent ? now() : 0,
+          ),
         }
       }
       const { record } = result
@@ -749,7 +755,8 @@ export function createIdempotency<TTransaction = unknown>(
       logger.warn(`the response of operation ${base.operation} is not serializable`, error)
       return null
     }
-    if (Buffer.byteLength(response) > maxResponseBytes) {
+    // A UTF-16 code unit is at most 3 UTF-8 bytes: most responses need no byte count at all.
+    if (response.length * 3 > maxResponseBytes && Buffer.byteLength(response) > maxResponseBytes) {
       emit(base, 'not-stored', { error: new Error('response exceeds maxResponseBytes') })
       return null
     }
@@ -764,7 +771,9 @@ export function createIdempotency<TTransaction = unknown>(
   class StoreLease implements Lease<TTransaction> {
     readonly takeover: boolean
     readonly deriveKey: (name: string) => string
-    readonly #target: ReleaseInput
+    readonly #scope: string
+    readonly #key: string
+    readonly #leaseToken: string
     readonly #fingerprint: string
     readonly #ttl: number
     readonly #base: EventBase
@@ -778,12 +787,14 @@ export function createIdempotency<TTransaction = unknown>(
       base: EventBase,
       startedAt: number,
     ) {
-      const target = { scope: record.scope, key: record.key, leaseToken: record.leaseToken }
+      const { scope, key } = record
       this.takeover = takeover
-      // An own property, not a method: adapters hand `deriveKey` on detached from the lease.
-      this.deriveKey = (name: string) =>
-        hashParts('idempotent-mutations/v1', target.scope, target.key, name)
-      this.#target = target
+      // An own property, not a method: adapters hand `deriveKey` on detached from the lease,
+      // and a handler may spread its context.
+      this.deriveKey = (name: string) => hashParts('idempotent-mutations/v1', scope, key, name)
+      this.#scope = record.scope
+      this.#key = record.key
+      this.#leaseToken = record.leaseToken
       this.#fingerprint = record.fingerprint
       this.#ttl = ttl
       this.#base = base
@@ -791,10 +802,9 @@ export function createIdempotency<TTransaction = unknown>(
     }
 
     async #completedUnderThisLease(): Promise<boolean> {
-      const target = this.#target
       try {
-        const current = await store.get(target.scope, target.key)
-        return current?.status === 'completed' && current.leaseToken === target.leaseToken
+        const current = await store.get(this.#scope, this.#key)
+        return current?.status === 'completed' && current.leaseToken === this.#leaseToken
       } catch {
         return false
       }
@@ -803,16 +813,15 @@ export function createIdempotency<TTransaction = unknown>(
     /** Encodes and writes the outcome (retrying a store that fails), then reports it. */
     async #record(outcome: Outcome): Promise<void> {
       const base = this.#base
-      const target = this.#target
       const response = encodeOutcome(outcome, base)
       // Before the store reads its clock for `expires_at`: a copy from here ends no later.
-      const sentAt = now()
+      const sentAt = replayCache ? now() : 0
       for (let attempt = 0; ; attempt++) {
         try {
           const ok = await store.complete({
-            scope: target.scope,
-            key: target.key,
-            leaseToken: target.leaseToken,
+            scope: this.#scope,
+            key: this.#key,
+            leaseToken: this.#leaseToken,
             response,
             ttlMs: this.#ttl,
           })
@@ -821,14 +830,7 @@ export function createIdempotency<TTransaction = unknown>(
           // record then stands completed under this lease, which is no loss. One read, on this
           // rare path only.
           if (ok || (await this.#completedUnderThisLease())) {
-            replayCache?.add(
-              target.scope,
-              target.key,
-              this.#fingerprint,
-              response,
-              sentAt,
-              this.#ttl,
-            )
+            replayCache?.add(this.#scope, this.#key, this.#fingerprint, response, sentAt, this.#ttl)
           } else {
             emit(base, 'lost-lease')
             logger.warn(
@@ -871,7 +873,11 @@ export function createIdempotency<TTransaction = unknown>(
       this.#settled = true
       const base = this.#base
       try {
-        const ok = await store.release(this.#target)
+        const ok = await store.release({
+          scope: this.#scope,
+          key: this.#key,
+          leaseToken: this.#leaseToken,
+        })
         if (ok) emit(base, 'released')
         else {
           emit(base, 'lost-lease')

@@ -68,6 +68,22 @@ describe('fingerprint of plain JSON payloads', () => {
     }
   })
 
+  it('orders keys by UTF-16 code unit, for a few keys and for many', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.string({ unit: 'binary', maxLength: 4 }), { maxLength: 40 }),
+        (keys) => {
+          const value = Object.fromEntries(
+            keys.filter((key) => !key.startsWith('$')).map((key, i) => [key, i]),
+          )
+          expect(fingerprint(value)).toBe(expected(value))
+          expect(fingerprint(reversedKeys(value))).toBe(expected(value))
+        },
+      ),
+      { numRuns: 300 },
+    )
+  })
+
   it('leaves out undefined members and writes the same text for repeated key names', () => {
     const withUndefined = { b: undefined, a: 1, c: [undefined, { z: 2, y: undefined }] }
     expect(fingerprint(withUndefined)).toBe(expected({ a: 1, c: [null, { z: 2 }] }))
