@@ -47,27 +47,44 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       expect(store.library).toBe(library)
     })
 
-    it('keeps each record as one hash under <prefix>{<hash of scope and key>}', async () => {
-      const input = claimInput({ key: 'has{braces}in-it' })
-      await store.claim(input)
+    it('keeps each record as one string under <prefix>{<hash of scope and key>}: a JSON header line, then the response', async () => {
+      const input = claimInput({ key: 'has{braces}in-it\nand a "quoted" newline' })
+      const claim = await store.claim(input)
       const recordKey = store.recordKey(input.scope, input.key)
       // One pair of braces, right after the prefix, around a hash of the length-prefixed parts:
       // however many braces the client's key has, Redis Cluster keeps the record on one slot.
       // Pinned exactly: the layout names stored data, so changing it strands existing records.
       const hash = createHash('sha256')
-      for (const part of ['idempotent-mutations/redis/v1', input.scope, input.key]) {
+      for (const part of ['idempotent-mutations/redis/v2', input.scope, input.key]) {
         hash.update(`${part.length}:${part}`)
       }
       expect(recordKey).toBe(`${ownPrefix}{${hash.digest('base64url')}}`)
       expect(await keysWithPrefix(admin, ownPrefix)).toContain(recordKey)
-      expect(await admin.type(recordKey)).toBe('hash')
-      expect(await admin.hgetall(recordKey)).toMatchObject({
-        scope: input.scope,
-        key: input.key,
-        fingerprint: input.fingerprint,
+      expect(await admin.type(recordKey)).toBe('string')
+      // In progress: the header alone, its fields in this order (the scripts read by position).
+      const header = {
         status: 'in_progress',
         leaseToken: input.leaseToken,
+        expiresAt: claim.record.expiresAt,
+        lockedUntil: claim.record.lockedUntil,
+        takeover: false,
+        fingerprint: input.fingerprint,
+        scope: input.scope,
+        key: input.key,
+      }
+      expect(await admin.get(recordKey)).toBe(JSON.stringify(header))
+
+      // Completed: status and expiresAt change, and the response follows the first newline.
+      await store.complete({ ...input, response: '{"json":"line 1\nline 2"}', ttlMs: 60_000 })
+      const completed = await store.get(input.scope, input.key)
+      const [storedHeader, ...rest] = (await admin.get(recordKey))?.split('\n') ?? []
+      expect(JSON.parse(storedHeader ?? '')).toEqual({
+        ...header,
+        status: 'completed',
+        expiresAt: completed?.expiresAt,
       })
+      expect(Object.keys(JSON.parse(storedHeader ?? ''))).toEqual(Object.keys(header))
+      expect(rest.join('\n')).toBe('{"json":"line 1\nline 2"}')
       expect(store.recordKey('["tenant-2","orders.create"]', input.key)).not.toBe(recordKey)
     })
 
@@ -101,6 +118,13 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       if (duplicate.claimed) throw new Error('expected the standing record')
       expect(duplicate.now).toBeGreaterThanOrEqual(claimedAt)
       expect(duplicate.now).toBeLessThanOrEqual(await serverTime(admin))
+    })
+
+    it('rounds durations to whole milliseconds, so a claim reports the times it stored', async () => {
+      const input = claimInput({ lockTimeoutMs: 1_500.4, ttlMs: 60_000.6 })
+      const claim = await store.claim(input)
+      expect(claim.record.expiresAt - claim.record.lockedUntil).toBe(60_001 - 1_500)
+      expect(await store.get(input.scope, input.key)).toEqual(claim.record)
     })
 
     it('replays a completed record in one script call that returns its response', async () => {
@@ -148,6 +172,14 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       const again = await store.claim(input)
       expect(again).toEqual(first)
       expect(await store.get(input.scope, input.key)).toEqual(first.claimed && first.record)
+
+      // A re-sent takeover is answered as the takeover it was.
+      const expired = claimInput({ lockTimeoutMs: 0 })
+      await store.claim(expired)
+      const takeover = { ...expired, leaseToken: randomUUID(), lockTimeoutMs: 60_000 }
+      const taken = await store.claim(takeover)
+      expect(taken).toMatchObject({ claimed: true, takeover: true })
+      expect(await store.claim(takeover)).toEqual(taken)
     })
 
     it('does not let another payload take over an expired lease (a reused key)', async () => {

@@ -49,7 +49,8 @@ export class RedisNotReadyError extends Error {
 /** Runs the store's scripts on one client, whichever library it comes from. */
 export interface ScriptRunner {
   readonly library: 'ioredis' | 'node-redis'
-  run(script: LuaScript, keys: string[], args: string[]): Promise<unknown>
+  /** Runs `script` on its one key (every script touches exactly one record). */
+  run(script: LuaScript, key: string, args: string[]): Promise<unknown>
 }
 
 export function invalidArgument(message: string, code = 'ERR_INVALID_ARG_VALUE'): TypeError {
@@ -72,16 +73,14 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
     const io = client as IoRedisClientLike
     return {
       library: 'ioredis',
-      run: (script, keys, args) =>
-        withFallback(
-          () => {
-            if (requireReady && typeof io.status === 'string' && !ioredisUsable.has(io.status)) {
-              throw new RedisNotReadyError(`ioredis status '${io.status}'`)
-            }
-          },
-          () => io.evalsha(script.sha1, keys.length, ...keys, ...args),
-          () => io.eval(script.source, keys.length, ...keys, ...args),
-        ),
+      run(script, key, args) {
+        if (requireReady && typeof io.status === 'string' && !ioredisUsable.has(io.status)) {
+          return Promise.reject(new RedisNotReadyError(`ioredis status '${io.status}'`))
+        }
+        return io
+          .evalsha(script.sha1, 1, key, ...args)
+          .catch((error: unknown) => orEval(error, () => io.eval(script.source, 1, key, ...args)))
+      },
     }
   }
 
@@ -89,16 +88,15 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
     const nodeRedis = client as NodeRedisClientLike
     return {
       library: 'node-redis',
-      run: (script, keys, args) =>
-        withFallback(
-          () => {
-            if (requireReady && nodeRedis.isReady === false) {
-              throw new RedisNotReadyError('node-redis isReady is false')
-            }
-          },
-          () => nodeRedis.evalSha(script.sha1, { keys, arguments: args }),
-          () => nodeRedis.eval(script.source, { keys, arguments: args }),
-        ),
+      run(script, key, args) {
+        if (requireReady && nodeRedis.isReady === false) {
+          return Promise.reject(new RedisNotReadyError('node-redis isReady is false'))
+        }
+        const options = { keys: [key], arguments: args }
+        return nodeRedis
+          .evalSha(script.sha1, options)
+          .catch((error: unknown) => orEval(error, () => nodeRedis.eval(script.source, options)))
+      },
     }
   }
 
@@ -114,18 +112,9 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
  * time). `NOSCRIPT` means nothing ran, so running the same call as `EVAL` is safe, and `EVAL`
  * leaves the script cached on that server for the next `EVALSHA`.
  */
-async function withFallback(
-  checkReady: () => void,
-  evalSha: () => Promise<unknown>,
-  evalSource: () => Promise<unknown>,
-): Promise<unknown> {
-  checkReady()
-  try {
-    return await evalSha()
-  } catch (error) {
-    if (!isNoScript(error)) throw error
-    return await evalSource()
-  }
+function orEval(error: unknown, evalSource: () => Promise<unknown>): Promise<unknown> {
+  if (!isNoScript(error)) throw error
+  return evalSource()
 }
 
 function isNoScript(error: unknown): boolean {

@@ -11,111 +11,151 @@ function script(name: string, source: string): LuaScript {
   return { name, source, sha1: createHash('sha1').update(source).digest('hex') }
 }
 
-// Shared prologue. Every time comes from the Redis server's clock (TIME), so app servers with
-// skewed clocks agree on leases and expiry. Redis < 5 only allows TIME before a write when the
-// script replicates its effects rather than itself; from Redis 5 that is the default and the
-// call is a no-op. Numbers go out as '%.0f' strings: Lua turns a number into an integer reply
-// by truncating it, and tostring() would print 1.7e+12.
-const prologue = `
-if redis.replicate_commands then pcall(redis.replicate_commands) end
+/*
+ * A record is one Redis string: a header line of JSON, then, for a completed record with a
+ * body, '\n' and the response exactly as given.
+ *
+ *   {"status":"in_progress","leaseToken":"…","expiresAt":…,"lockedUntil":…,"takeover":false,
+ *    "fingerprint":"…","scope":"…","key":"…"}
+ *
+ * The scripts never parse JSON: they write the header by concatenation, in this field order,
+ * and read it by position. The client sends the strings in it already JSON-encoded (the token
+ * alone; fingerprint, scope and key as the header's ready-made tail), so the header is valid
+ * JSON, and JSON escapes every newline and quote inside a string: the first '\n' ends the
+ * header, and `,"` never occurs inside a string. A script's time goes on its redis.call()s and
+ * on the strings it makes (each one an allocation the Lua GC pays for later), hence one string
+ * per record, no cjson and no per-field splitting. Times are whole milliseconds (the client
+ * rounds durations), formatted with '%d': tostring() switches to exponent notation past 14
+ * digits, and '%.0f' costs more.
+ *
+ * Written only by these scripts, so every change is atomic; Redis deletes the key at expiresAt
+ * (SET … PXAT, Redis 6.2+).
+ */
+
+// The header up to the token; the token's JSON string starts right after it (byte 38).
+const inProgressHead = '{"status":"in_progress","leaseToken":'
+const tokenAt = inProgressHead.length + 1
+
+// Every time comes from the Redis server's clock (TIME), so app servers with skewed clocks agree
+// on leases and expiry. TIME before a write needs effects replication, the default since Redis 5
+// (and the only mode in 7), so no redis.replicate_commands() call: PXAT needs 6.2 anyway.
+const serverNow = `
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local function ms(n) return string.format('%.0f', n) end
 `
 
+// Fencing: the record (`value`, a string or false) is in progress under `token`. Byte 12 is the
+// status' first letter ('i'). Comparing the token's JSON string at its fixed place is exact (the
+// claim's re-sent check does the same): a JSON string ends at its first unescaped quote, so a
+// stored token that starts with ours is ours. Spliced in as an expression rather than a Lua
+// function: a closure per call costs more.
+const heldBy = (value: string, token: string) =>
+  `(${value} and string.byte(${value}, 12) == 105 and ` +
+  `string.sub(${value}, ${tokenAt}, ${tokenAt - 1} + #${token}) == ${token})`
+
 /**
- * KEYS[1] = the record; ARGV = scope, key, fingerprint, leaseToken, lockTimeoutMs, ttlMs.
- * Returns {'claimed', takeover '0'|'1', now, lockedUntil, expiresAt}
- *      or {'existing', fingerprint, status, response|nil, leaseToken, lockedUntil, expiresAt, now}.
+ * KEYS[1] = the record; ARGV = leaseToken (JSON string), the header's tail from `,"fingerprint"`
+ * to its closing `}`, lockTimeoutMs, ttlMs (whole milliseconds).
+ * Returns, by what happened:
+ *   now (an integer)                 claimed a new record: lockedUntil/expiresAt = now + duration
+ *   {'takeover', now}                claimed an expired lease of the same payload, times as above
+ *   {'resent', now, record}          this very claim ran before: the stored record is its answer
+ *   {'existing', now, record}        another record stands, unchanged
  *
- *   (absent) --claim--> in_progress --complete(token)--> completed --PEXPIREAT--> (absent)
- *                        |  |                                          ^
- *                        |  +--release(token)--> (absent)              |
+ *   (absent) --claim--> in_progress --complete(token)--> completed --PXAT--> (absent)
+ *                        |  |                                        ^
+ *                        |  +--release(token)--> (absent)            |
  *                        +--lockedUntil passes, same fingerprint --> claim = takeover
  */
 export const claimScript = script(
   'claim',
-  `${prologue}
-local record = KEYS[1]
-local fingerprint, token = ARGV[3], ARGV[4]
-local found = redis.call('HMGET', record, 'fingerprint', 'status', 'response', 'leaseToken',
-  'lockedUntil', 'expiresAt', 'takeover')
-local status = found[2]
+  `${serverNow}
+local record, token, tail = KEYS[1], ARGV[1], ARGV[2]
+local value = redis.call('GET', record)
+local takeover = 'false'
 
-local function claim(takeover)
-  local lockedUntil, expiresAt = ms(now + tonumber(ARGV[5])), ms(now + tonumber(ARGV[6]))
-  -- The HSET below rewrites every other field; a stale response must not leak into the new one.
-  if found[3] then redis.call('HDEL', record, 'response') end
-  redis.call('HSET', record, 'scope', ARGV[1], 'key', ARGV[2], 'fingerprint', fingerprint,
-    'status', 'in_progress', 'leaseToken', token, 'lockedUntil', lockedUntil,
-    'expiresAt', expiresAt, 'takeover', takeover)
-  -- The TTL is what removes records: Redis deletes the key at expiresAt, so sweep() has no work.
-  redis.call('PEXPIREAT', record, expiresAt)
-  return {'claimed', takeover, ms(now), lockedUntil, expiresAt}
+-- Absent, or past expiresAt (Redis has normally deleted it already): a new record.
+if value then
+  local _, _, expiresAt, lockedUntil =
+    string.find(value, ',"expiresAt":(%d+),"lockedUntil":(%d+),', ${tokenAt})
+  if tonumber(expiresAt) > now then
+    local inProgress = string.byte(value, 12) == 105
+    -- Our own token: this very claim already ran and the client re-sent it after losing the
+    -- reply (ioredis re-sends unanswered commands on reconnect). Tokens are fresh per claim, so
+    -- this is the same caller, not a competitor: answer as the first run did.
+    if inProgress and string.sub(value, ${tokenAt}, ${tokenAt - 1} + #token) == token then
+      return {'resent', now, value}
+    end
+    -- The lease ended (its executor died or stalled) and the payload is the same: take it over.
+    -- A new token fences the old executor off. Another payload is a reused key, not a takeover.
+    -- An in-progress record has no response, so it ends with its tail; scope and key are equal
+    -- for one record key, so an equal tail is an equal fingerprint.
+    if not (inProgress and tonumber(lockedUntil) <= now and string.sub(value, -#tail) == tail) then
+      -- Completed, a valid lease, or an expired lease with another payload: unchanged, returned
+      -- whole so that a replay is this one round trip.
+      return {'existing', now, value}
+    end
+    takeover = 'true'
+  end
 end
 
--- Absent, or past expiresAt (Redis normally deleted it already): a new record.
-if not status or tonumber(found[6]) <= now then return claim('0') end
-if status == 'in_progress' then
-  -- Our own token: this very claim already ran and the client re-sent it after losing the
-  -- reply (ioredis re-sends unanswered commands on reconnect). Tokens are fresh per claim, so
-  -- this is the same caller, not a competitor: answer as the first run did.
-  if found[4] == token then return {'claimed', found[7] or '0', ms(now), found[5], found[6]} end
-  -- The lease ended (its executor died or stalled) and the payload is the same: take it over.
-  -- A new token fences the old executor off. Another payload is a reused key, not a takeover.
-  if tonumber(found[5]) <= now and found[1] == fingerprint then return claim('1') end
-end
--- Completed, a valid lease, or an expired lease with another payload: unchanged, returned whole
--- so that a replay is this one round trip.
-return {'existing', found[1], status, found[3], found[4], found[5], found[6], ms(now)}
+local expiresAt = string.format('%d', now + tonumber(ARGV[4]))
+-- SET replaces the whole string: nothing of a record it replaces (its response) survives.
+redis.call('SET', record, '${inProgressHead}' .. token .. ',"expiresAt":' .. expiresAt ..
+  ',"lockedUntil":' .. string.format('%d', now + tonumber(ARGV[3])) .. ',"takeover":' ..
+  takeover .. tail, 'PXAT', expiresAt)
+if takeover == 'true' then return {'takeover', now} end
+-- The common case, answered with a bare integer: a reply table costs the script more.
+return now
 `,
 )
 
 /**
- * KEYS[1] = the record; ARGV = leaseToken, ttlMs, hasResponse '1'|'0', response.
- * Returns 1 when completed, 0 when the lease was lost (taken over, released or expired).
+ * KEYS[1] = the record; ARGV = leaseToken (JSON string), ttlMs (whole milliseconds), and, for a
+ * completion with a body, the response. Returns 1 when completed, 0 when the lease was lost
+ * (taken over, released or expired).
  */
 export const completeScript = script(
   'complete',
-  `${prologue}
-local record = KEYS[1]
-local found = redis.call('HMGET', record, 'status', 'leaseToken')
--- Fencing: only the current lease holder may write the outcome.
-if found[1] ~= 'in_progress' or found[2] ~= ARGV[1] then return 0 end
-local expiresAt = ms(now + tonumber(ARGV[2]))
-if ARGV[3] == '1' then
-  redis.call('HSET', record, 'status', 'completed', 'expiresAt', expiresAt, 'response', ARGV[4])
-else
-  redis.call('HSET', record, 'status', 'completed', 'expiresAt', expiresAt)
-end
-redis.call('PEXPIREAT', record, expiresAt)
-return 1
-`,
-)
-
-/** KEYS[1] = the record; ARGV = leaseToken. Returns 1 when deleted, 0 when the lease was lost. */
-export const releaseScript = script(
-  'release',
   `
-local record = KEYS[1]
-local found = redis.call('HMGET', record, 'status', 'leaseToken')
--- Fencing: a fenced-off executor must not delete the claim that replaced its own.
-if found[1] ~= 'in_progress' or found[2] ~= ARGV[1] then return 0 end
-redis.call('DEL', record)
+local record, token = KEYS[1], ARGV[1]
+local value = redis.call('GET', record)
+-- Fencing: only the current lease holder may write the outcome.
+if not ${heldBy('value', 'token')} then return 0 end
+${serverNow}
+local expiresAt = string.format('%d', now + tonumber(ARGV[2]))
+-- Everything after expiresAt (lockedUntil, takeover, the tail) stays: it starts at the first ','
+-- after the token's ',"expiresAt":'.
+local rest = string.sub(value, (string.find(value, ',', ${tokenAt + 13} + #token, true)))
+-- One concatenation per branch: an intermediate string would be one more allocation.
+if ARGV[3] then
+  redis.call('SET', record, '{"status":"completed","leaseToken":' .. token .. ',"expiresAt":' ..
+    expiresAt .. rest .. '\\n' .. ARGV[3], 'PXAT', expiresAt)
+else
+  redis.call('SET', record, '{"status":"completed","leaseToken":' .. token .. ',"expiresAt":' ..
+    expiresAt .. rest, 'PXAT', expiresAt)
+end
 return 1
 `,
 )
 
 /**
- * KEYS[1] = the record. Returns {fingerprint, status, response|nil, leaseToken, lockedUntil,
- * expiresAt} or nil. A script rather than HMGET so both clients go through one primitive.
+ * KEYS[1] = the record; ARGV = leaseToken (JSON string). Returns 1 when deleted, 0 when the
+ * lease was lost.
  */
-export const getScript = script(
-  'get',
+export const releaseScript = script(
+  'release',
   `
-local found = redis.call('HMGET', KEYS[1], 'fingerprint', 'status', 'response', 'leaseToken',
-  'lockedUntil', 'expiresAt')
-if not found[2] then return false end
-return found
+local value = redis.call('GET', KEYS[1])
+-- Fencing: a fenced-off executor must not delete the claim that replaced its own.
+if not ${heldBy('value', 'ARGV[1]')} then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
 `,
 )
+
+/**
+ * KEYS[1] = the record. Returns the stored string, or nil. A script rather than GET so both
+ * clients go through one primitive.
+ */
+export const getScript = script('get', `return redis.call('GET', KEYS[1])`)

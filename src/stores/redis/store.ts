@@ -5,7 +5,6 @@ import type {
   CompleteInput,
   IdempotencyRecord,
   IdempotencyStore,
-  RecordStatus,
   ReleaseInput,
 } from '../../store'
 import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
@@ -43,12 +42,14 @@ export interface RedisStore extends IdempotencyStore {
 }
 
 /**
- * An idempotency store on Redis, through a connected `ioredis` or node-redis v5 client.
+ * An idempotency store on Redis (6.2 or newer), through a connected `ioredis` or node-redis v5
+ * client.
  *
- * Each record is one Redis hash, `<prefix>{<hash>}`, that Redis deletes at its `expiresAt`
- * (`PEXPIREAT`). Claim, completion and release are each one Lua script, so each is atomic and
- * one round trip; a replay is the claim's own answer. Times come from the Redis server clock.
- * `sweep()` has nothing to do and returns 0: Redis expires the records itself.
+ * Each record is one Redis string, `<prefix>{<hash>}`: a JSON header line, then the response.
+ * Redis deletes it at its `expiresAt` (`SET … PXAT`). Claim, completion and release are each
+ * one Lua script, so each is atomic and one round trip; a replay is the claim's own answer.
+ * Times come from the Redis server clock. `sweep()` has nothing to do and returns 0: Redis
+ * expires the records itself.
  */
 export function createRedisStore(
   client: RedisClientLike,
@@ -67,101 +68,108 @@ export function createRedisStore(
   return {
     library: runner.library,
     recordKey(scope, key) {
-      checkStrings({ scope, key })
+      checkString(scope, 'scope')
+      checkString(key, 'key')
       return recordKey(scope, key)
     },
 
     async claim(input: ClaimInput): Promise<ClaimResult> {
-      checkStrings(input, 'scope', 'key', 'fingerprint', 'leaseToken')
-      checkDurations(input, 'lockTimeoutMs', 'ttlMs')
-      const reply = asArray(
-        await runner.run(
-          claimScript,
-          [recordKey(input.scope, input.key)],
-          [
-            input.scope,
-            input.key,
-            input.fingerprint,
-            input.leaseToken,
-            String(input.lockTimeoutMs),
-            String(input.ttlMs),
-          ],
-        ),
-        'claim',
-      )
-      const fields = reply.map(text)
-      const [outcome] = fields
-      if (outcome === 'claimed') {
-        const [, takeover, , lockedUntil, expiresAt] = fields
-        return {
-          claimed: true,
-          takeover: takeover === '1',
-          record: {
-            scope: input.scope,
-            key: input.key,
-            fingerprint: input.fingerprint,
-            status: 'in_progress',
-            response: null,
-            leaseToken: input.leaseToken,
-            lockedUntil: toNumber(lockedUntil, 'claim'),
-            expiresAt: toNumber(expiresAt, 'claim'),
-          },
-        }
-      }
+      const { scope, key, fingerprint, leaseToken } = input
+      checkString(scope, 'scope')
+      checkString(key, 'key')
+      checkString(fingerprint, 'fingerprint')
+      checkString(leaseToken, 'leaseToken')
+      const lockTimeoutMs = wholeMilliseconds(input.lockTimeoutMs, 'lockTimeoutMs')
+      const ttlMs = wholeMilliseconds(input.ttlMs, 'ttlMs')
+      // The header's tail, JSON-encoded here: the script only concatenates (see scripts.ts).
+      const tail = `,"fingerprint":${jsonString(fingerprint)},"scope":${jsonString(scope)},"key":${jsonString(key)}}`
+      const reply = await runner.run(claimScript, recordKey(scope, key), [
+        jsonString(leaseToken),
+        tail,
+        String(lockTimeoutMs),
+        String(ttlMs),
+      ])
+
+      if (!Array.isArray(reply)) return written(input, lockTimeoutMs, ttlMs, toNumber(reply), false)
+      const outcome = text(reply[0])
+      const now = toNumber(reply[1])
       if (outcome === 'existing') {
-        const now = toNumber(fields[7], 'claim')
-        return {
-          claimed: false,
-          record: toRecord(input.scope, input.key, fields.slice(1, 7), 'claim'),
-          now,
-        }
+        return { claimed: false, record: toRecord(scope, key, reply[2], 'claim').record, now }
+      }
+      if (outcome === 'takeover') return written(input, lockTimeoutMs, ttlMs, now, true)
+      if (outcome === 'resent') {
+        const { record, takeover } = toRecord(scope, key, reply[2], 'claim')
+        return { claimed: true, takeover, record }
       }
       throw unexpectedReply('claim', reply)
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
-      checkStrings(input, 'scope', 'key', 'leaseToken')
-      checkDurations(input, 'ttlMs')
-      if (input.response !== null && typeof input.response !== 'string') {
+      const { scope, key, leaseToken, response } = input
+      checkString(scope, 'scope')
+      checkString(key, 'key')
+      checkString(leaseToken, 'leaseToken')
+      const ttlMs = String(wholeMilliseconds(input.ttlMs, 'ttlMs'))
+      if (response !== null && typeof response !== 'string') {
         throw invalidArgument(
           'complete needs `response` as a string or null',
           'ERR_INVALID_ARG_TYPE',
         )
       }
+      const token = jsonString(leaseToken)
       const reply = await runner.run(
         completeScript,
-        [recordKey(input.scope, input.key)],
-        [
-          input.leaseToken,
-          String(input.ttlMs),
-          input.response === null ? '0' : '1',
-          input.response ?? '',
-        ],
+        recordKey(scope, key),
+        response === null ? [token, ttlMs] : [token, ttlMs, response],
       )
       return toFlag(reply, 'complete')
     },
 
     async release(input: ReleaseInput): Promise<boolean> {
-      checkStrings(input, 'scope', 'key', 'leaseToken')
-      const reply = await runner.run(
-        releaseScript,
-        [recordKey(input.scope, input.key)],
-        [input.leaseToken],
-      )
+      const { scope, key, leaseToken } = input
+      checkString(scope, 'scope')
+      checkString(key, 'key')
+      checkString(leaseToken, 'leaseToken')
+      const reply = await runner.run(releaseScript, recordKey(scope, key), [jsonString(leaseToken)])
       return toFlag(reply, 'release')
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-      checkStrings({ scope, key })
-      const reply = await runner.run(getScript, [recordKey(scope, key)], [])
+      checkString(scope, 'scope')
+      checkString(key, 'key')
+      const reply = await runner.run(getScript, recordKey(scope, key), [])
       if (reply === null || reply === undefined) return undefined
-      return toRecord(scope, key, asArray(reply, 'get'), 'get')
+      return toRecord(scope, key, reply, 'get').record
     },
 
-    // Redis deletes each record at its expiresAt (PEXPIREAT), and a claim also treats a record
-    // past expiresAt as absent: there is nothing left to sweep.
+    // Redis deletes each record at its expiresAt (PXAT), and a claim also treats a record past
+    // expiresAt as absent: there is nothing left to sweep.
     async sweep(): Promise<number> {
       return 0
+    },
+  }
+}
+
+/** A claim the script wrote: it computed the times from `now` and these same durations. */
+function written(
+  input: ClaimInput,
+  lockTimeoutMs: number,
+  ttlMs: number,
+  now: number,
+  takeover: boolean,
+): ClaimResult {
+  return {
+    claimed: true,
+    takeover,
+    record: {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      status: 'in_progress',
+      response: null,
+      leaseToken: input.leaseToken,
+      lockedUntil: now + lockTimeoutMs,
+      expiresAt: now + ttlMs,
     },
   }
 }
@@ -170,76 +178,113 @@ export function createRedisStore(
  * The record's hash tag: a SHA-256 of (scope, key), each part length-prefixed so no two pairs
  * meet. A record's one key then always lands on one cluster slot, whatever braces the client's
  * key contains. It names stored data, so it may only change with a new version tag (and a
- * migration note); test/stores/redis.test.ts pins the layout.
+ * migration note); test/stores/redis.test.ts pins the layout. v1 kept each record as a Redis
+ * hash, v2 as one string: a v1 key read with GET would answer WRONGTYPE.
  */
 function recordHash(scope: string, key: string): string {
-  return hashParts('idempotent-mutations/redis/v1', scope, key)
+  return hashParts('idempotent-mutations/redis/v2', scope, key)
 }
 
-function checkStrings(input: object, ...names: string[]): void {
-  const fields = input as Record<string, unknown>
-  for (const name of names.length ? names : Object.keys(fields)) {
-    if (typeof fields[name] !== 'string') {
-      throw invalidArgument(`the Redis store needs \`${name}\` as a string`, 'ERR_INVALID_ARG_TYPE')
-    }
+/**
+ * What JSON.stringify escapes in a string: `"`, `\\`, control characters and lone surrogates
+ * (valid surrogate pairs are sent to JSON.stringify too, which leaves them as they are).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const needsEscape = /["\\\u0000-\u001f\ud800-\udfff]/
+
+/** `JSON.stringify(text)`: most strings here (tokens, fingerprints, keys) need no escaping. */
+function jsonString(text: string): string {
+  return needsEscape.test(text) ? JSON.stringify(text) : `"${text}"`
+}
+
+function checkString(value: unknown, name: string): asserts value is string {
+  if (typeof value !== 'string') {
+    throw invalidArgument(`the Redis store needs \`${name}\` as a string`, 'ERR_INVALID_ARG_TYPE')
   }
 }
 
-function checkDurations(input: object, ...names: string[]): void {
-  const fields = input as Record<string, unknown>
-  for (const name of names) {
-    const value = fields[name]
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      throw invalidArgument(
-        `the Redis store needs \`${name}\` as a non-negative number of milliseconds`,
-      )
-    }
+/**
+ * A duration as the scripts take it: whole milliseconds. The scripts format times with '%d', and
+ * the client computes a new claim's times from the same numbers, so both agree to the millisecond.
+ */
+function wholeMilliseconds(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
+    throw invalidArgument(
+      `the Redis store needs \`${name}\` as a non-negative number of milliseconds`,
+    )
   }
+  return Math.round(value)
 }
 
-// Replies are strings (or Buffers when a client maps them so), nil as null.
+// Replies are strings (or Buffers when a client maps them so), nil as null, integers as numbers.
 function text(value: unknown): string | null {
-  if (value === null || value === undefined) return null
   if (typeof value === 'string') return value
+  if (value === null || value === undefined) return null
   if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8')
   return String(value)
 }
 
-function toNumber(value: string | null | undefined, call: string): number {
-  const number = value === null || value === undefined ? Number.NaN : Number(value)
-  if (!Number.isFinite(number)) throw unexpectedReply(call, value)
+function toNumber(value: unknown): number {
+  const number = typeof value === 'number' ? value : Number(text(value) ?? Number.NaN)
+  if (!Number.isFinite(number)) throw unexpectedReply('claim', value)
   return number
 }
 
-function asArray(reply: unknown, call: string): unknown[] {
-  if (!Array.isArray(reply)) throw unexpectedReply(call, reply)
-  return reply
-}
-
 function toFlag(reply: unknown, call: string): boolean {
+  if (reply === 1) return true
+  if (reply === 0) return false
   const value = Number(text(reply))
   if (value !== 0 && value !== 1) throw unexpectedReply(call, reply)
   return value === 1
 }
 
-function toRecord(scope: string, key: string, fields: unknown[], call: string): IdempotencyRecord {
-  const [fingerprint, status, response, leaseToken, lockedUntil, expiresAt] = fields.map(text)
+interface StoredHeader {
+  status: unknown
+  leaseToken: unknown
+  expiresAt: unknown
+  lockedUntil: unknown
+  takeover: unknown
+  fingerprint: unknown
+}
+
+/** A stored record (see scripts.ts): its header line, then '\n' and the response, if any. */
+function toRecord(
+  scope: string,
+  key: string,
+  stored: unknown,
+  call: string,
+): { record: IdempotencyRecord; takeover: boolean } {
+  const value = text(stored)
+  if (value === null) throw unexpectedReply(call, stored)
+  const newline = value.indexOf('\n')
+  let header: StoredHeader
+  try {
+    header = JSON.parse(newline === -1 ? value : value.slice(0, newline)) ?? {}
+  } catch {
+    throw unexpectedReply(call, stored)
+  }
+  const { status, leaseToken, expiresAt, lockedUntil, fingerprint } = header
   if (
-    fingerprint == null ||
-    leaseToken == null ||
-    (status !== 'in_progress' && status !== 'completed')
+    (status !== 'in_progress' && status !== 'completed') ||
+    typeof leaseToken !== 'string' ||
+    typeof fingerprint !== 'string' ||
+    typeof lockedUntil !== 'number' ||
+    typeof expiresAt !== 'number'
   ) {
-    throw unexpectedReply(call, fields)
+    throw unexpectedReply(call, stored)
   }
   return {
-    scope,
-    key,
-    fingerprint,
-    status: status satisfies RecordStatus,
-    response: response ?? null,
-    leaseToken,
-    lockedUntil: toNumber(lockedUntil, call),
-    expiresAt: toNumber(expiresAt, call),
+    record: {
+      scope,
+      key,
+      fingerprint,
+      status,
+      response: newline === -1 ? null : value.slice(newline + 1),
+      leaseToken,
+      lockedUntil,
+      expiresAt,
+    },
+    takeover: header.takeover === true,
   }
 }
 
