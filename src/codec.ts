@@ -134,6 +134,11 @@ export const sha256 = oneShotHash
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
 const needsEscaping = /["\\\u0000-\u001f\ud800-\udfff]/
 
+/** `JSON.stringify(text)`, for less: most strings need no escaping, and are just quoted. */
+export function jsonString(text: string): string {
+  return needsEscaping.test(text) ? JSON.stringify(text) : `"${text}"`
+}
+
 /** Returned by the fast path when the value needs the general one. */
 const unusual = Symbol('unusual')
 
@@ -149,8 +154,7 @@ const unusual = Symbol('unusual')
 function plainCanonicalJson(value: unknown, depth: number): string | undefined | typeof unusual {
   switch (typeof value) {
     case 'string':
-      // Most strings need no escaping, and quoting them here costs less than JSON.stringify.
-      return needsEscaping.test(value) ? JSON.stringify(value) : `"${value}"`
+      return jsonString(value)
     case 'number':
       return Number.isFinite(value) ? String(value) : unusual
     case 'boolean':

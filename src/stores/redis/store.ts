@@ -1,4 +1,4 @@
-import { hashParts } from '../../codec'
+import { hashParts, jsonString } from '../../codec'
 import type {
   ClaimInput,
   ClaimResult,
@@ -183,18 +183,6 @@ function written(
  */
 function recordHash(scope: string, key: string): string {
   return hashParts('idempotent-mutations/redis/v2', scope, key)
-}
-
-/**
- * What JSON.stringify escapes in a string: `"`, `\\`, control characters and lone surrogates
- * (valid surrogate pairs are sent to JSON.stringify too, which leaves them as they are).
- */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
-const needsEscape = /["\\\u0000-\u001f\ud800-\udfff]/
-
-/** `JSON.stringify(text)`: most strings here (tokens, fingerprints, keys) need no escaping. */
-function jsonString(text: string): string {
-  return needsEscape.test(text) ? JSON.stringify(text) : `"${text}"`
 }
 
 function checkString(value: unknown, name: string): asserts value is string {
