@@ -191,6 +191,73 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       expect(await store.get(input.scope, input.key)).toEqual(original.record)
     })
 
+    it('fences by the whole lease token: a token that is a prefix of the holder’s, or the reverse, is refused', async () => {
+      // The engine's tokens are `<prefix>.<base36 counter>`, so `x.1` is a prefix of `x.10`.
+      for (const [holder, other] of [
+        ['x.10', 'x.1'],
+        ['x.1', 'x.10'],
+        ['a', ''],
+      ] as const) {
+        const input = claimInput({ leaseToken: holder })
+        const claimed = await store.claim(input)
+        const intruder = { ...input, leaseToken: other }
+        expect(await store.complete({ ...intruder, response: 'r', ttlMs: 60_000 })).toBe(false)
+        expect(await store.release(intruder)).toBe(false)
+        // Not the same claim re-sent: another caller, refused while the lease is valid.
+        expect(await store.claim(intruder)).toMatchObject({ claimed: false })
+        expect(await store.get(input.scope, input.key)).toEqual(claimed.record)
+        expect(await store.complete({ ...input, response: 'r', ttlMs: 60_000 })).toBe(true)
+      }
+    })
+
+    it('keeps tokens, keys, scopes and fingerprints that look like its own layout exactly', async () => {
+      const awkward = ['', 'a"', 'a\\', 'line\nbreak', '","expiresAt":1,"lockedUntil":2,', 'é漢🙂']
+      for (const text of awkward) {
+        const input = claimInput({
+          scope: `["${text}","op"]`,
+          key: `k-${randomUUID()}${text}`,
+          fingerprint: `fp${text}`,
+          leaseToken: `t${text}`,
+        })
+        const claimed = await store.claim(input)
+        expect(claimed).toMatchObject({ claimed: true, takeover: false })
+        expect(await store.get(input.scope, input.key)).toEqual(claimed.record)
+        const response = `{"json":"${text}"}\n{"status":"completed"}`
+        expect(await store.complete({ ...input, response, ttlMs: 60_000 })).toBe(true)
+        const replay = await store.claim({ ...input, leaseToken: randomUUID() })
+        expect(replay).toMatchObject({
+          claimed: false,
+          record: {
+            scope: input.scope,
+            key: input.key,
+            fingerprint: input.fingerprint,
+            status: 'completed',
+            response,
+            leaseToken: input.leaseToken,
+          },
+        })
+      }
+    })
+
+    it('does not take over an expired lease whose fingerprint only ends or starts like the claim’s', async () => {
+      for (const [stored, claiming] of [
+        ['xf', 'f'],
+        ['f', 'xf'],
+        ['a","scope":"s', 'a'],
+        ['"', '\\"'],
+      ] as const) {
+        const input = claimInput({ fingerprint: stored, lockTimeoutMs: 0 })
+        const original = await store.claim(input)
+        const other = { ...input, fingerprint: claiming, leaseToken: randomUUID() }
+        expect(await store.claim(other)).toMatchObject({ claimed: false, record: original.record })
+        // The same payload still takes it over.
+        expect(await store.claim({ ...input, leaseToken: randomUUID() })).toMatchObject({
+          claimed: true,
+          takeover: true,
+        })
+      }
+    })
+
     it('keeps an empty response apart from a completion without a body', async () => {
       const empty = claimInput()
       const none = claimInput()
@@ -225,6 +292,21 @@ describe.skipIf(!redisUrl).each(clientKinds)(
         store.claim({ ...claimInput(), key: 42 as unknown as string }),
       ).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_TYPE' })
       expect(await store.get(input.scope, input.key)).toBeUndefined()
+      // Past what Redis' PXAT and the scripts' integer formatting take: refused here, not by Redis.
+      for (const huge of [1e19, Number.MAX_VALUE, Number.POSITIVE_INFINITY]) {
+        const tooLong = claimInput({ ttlMs: huge })
+        await expect(store.claim(tooLong)).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_VALUE' })
+        await expect(store.claim({ ...claimInput(), lockTimeoutMs: huge })).rejects.toMatchObject({
+          code: 'ERR_INVALID_ARG_VALUE',
+        })
+        expect(await store.get(tooLong.scope, tooLong.key)).toBeUndefined()
+      }
+      const held = claimInput()
+      await store.claim(held)
+      await expect(store.complete({ ...held, response: 'r', ttlMs: 1e19 })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG_VALUE',
+      })
+      expect(await store.get(held.scope, held.key)).toMatchObject({ status: 'in_progress' })
     })
 
     it('sweeps nothing, because Redis expires the records itself', async () => {

@@ -192,13 +192,20 @@ function checkString(value: unknown, name: string): asserts value is string {
 }
 
 /**
+ * The longest duration the store takes, about 31,700 years: the server's now plus it stays an
+ * exact integer in JavaScript, within Lua's '%d' and within what `SET … PXAT` accepts. A longer
+ * one would make Redis refuse the write (a 503 for every claim) instead of a clear error here.
+ */
+const maxDurationMs = 1e15
+
+/**
  * A duration as the scripts take it: whole milliseconds. The scripts format times with '%d', and
  * the client computes a new claim's times from the same numbers, so both agree to the millisecond.
  */
 function wholeMilliseconds(value: unknown, name: string): number {
-  if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
+  if (typeof value !== 'number' || !(value >= 0 && value <= maxDurationMs)) {
     throw invalidArgument(
-      `the Redis store needs \`${name}\` as a non-negative number of milliseconds`,
+      `the Redis store needs \`${name}\` as a number of milliseconds from 0 to ${maxDurationMs}`,
     )
   }
   return Math.round(value)
@@ -221,9 +228,9 @@ function toNumber(value: unknown): number {
 function toFlag(reply: unknown, call: string): boolean {
   if (reply === 1) return true
   if (reply === 0) return false
-  const value = Number(text(reply))
-  if (value !== 0 && value !== 1) throw unexpectedReply(call, reply)
-  return value === 1
+  const value = text(reply)
+  if (value !== '0' && value !== '1') throw unexpectedReply(call, reply)
+  return value === '1'
 }
 
 interface StoredHeader {
