@@ -205,13 +205,18 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   // would travel as ten parameters for the driver to type and encode on every claim. After their
   // first use (parameters $1 and $2, checked below) they are referred to by number instead.
   const again = { scope: sql.raw('$1'), key: sql.raw('$2') }
+  // The standing record when it is completed and live, read once: it both keeps the INSERT
+  // from running and is the replay's answer.
+  const done = db.$with('done', {}).as(sql`
+    select fingerprint, status, response, lease_token, locked_until, expires_at
+    from ${table}
+    where scope = ${p.scope} and key = ${p.key} and ${completedAndLive(sql``)}`)
   const claimed = db.$with('claimed', {}).as(sql`
     insert into ${table} as t
       (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
-    select ${p.scope}, ${p.key}, ${p.fingerprint}, 'in_progress', null, ${p.leaseToken},
+    select ${again.scope}, ${again.key}, ${p.fingerprint}, 'in_progress', null, ${p.leaseToken},
       ${millisecondsFrom(p.lockTimeoutMs)}, ${millisecondsFrom(p.ttlMs)}
-    where not exists (select 1 from ${table} as done
-      where done.scope = ${again.scope} and done.key = ${again.key} and ${completedAndLive(sql`done.`)})
+    where not exists (select 1 from done)
     on conflict (scope, key) do update set
       fingerprint = excluded.fingerprint, status = excluded.status, response = null,
       lease_token = excluded.lease_token, locked_until = excluded.locked_until,
@@ -227,8 +232,10 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   // status in_progress and no response, so it returns just its times. Fewer columns is less
   // for the driver to parse and drizzle to map on every replay.
   // `state`: 0 the standing record refused the claim, 1 claimed, 2 claimed by takeover.
+  // The three branches exclude each other, so at most one row comes back; `limit 1` stops the
+  // scan there, and a replay (the second branch) never reads the table a second time.
   const claimQuery = db
-    .with(claimed)
+    .with(done, claimed)
     .select({
       state: sql<number>`r.state`,
       fingerprint: sql<string>`r.fingerprint`,
@@ -246,9 +253,8 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       from claimed
       union all
       select 0, fingerprint, status, response, lease_token, locked_until, expires_at
-      from ${table}
-      where scope = ${again.scope} and key = ${again.key} and not exists (select 1 from claimed)
-        and ${completedAndLive(sql``)}
+      from done
+      where not exists (select 1 from claimed)
       union all
       select 0, fingerprint, status, response, lease_token, locked_until, expires_at
       from (
@@ -257,6 +263,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
           and not ${completedAndLive(sql``)}
         for share
       ) as standing
+      limit 1
     ) as r`)
   const claimParameters = claimQuery.toSQL().params
   if (claimParameters[0] !== p.scope || claimParameters[1] !== p.key) {
