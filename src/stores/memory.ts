@@ -16,8 +16,8 @@ export interface MemoryStoreOptions {
   now?: () => number
   /**
    * The most records kept. When full, expired records go first, then completed ones (and
-   * lapsed leases), taken in claim order round the store; a record under a valid lease is never
-   * evicted (a full store of those rejects claims).
+   * lapsed leases), taken round the store (scope by scope, in claim order within each); a
+   * record under a valid lease is never evicted (a full store of those rejects claims).
    * @default 10000
    */
   maxRecords?: number
@@ -34,49 +34,84 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
   if (!Number.isInteger(maxRecords) || maxRecords < 1) {
     throw new TypeError('idempotent-mutations: maxRecords must be a positive integer')
   }
-  const records = new Map<string, IdempotencyRecord>()
-  const id = (scope: string, key: string) => `${scope.length}:${scope}${key}`
+  // Records by scope, then key: no per-call string joining the two, and the scope strings the
+  // engine passes are the same few objects every time, so their hashes are computed once.
+  const records = new Map<string, Map<string, IdempotencyRecord>>()
+  let size = 0
   // A lower bound on every stored record's expiresAt. While the clock is below it no record can
   // be expired, so a full store skips its scan for expired records: without this, every claim
   // into a full store walked all `maxRecords` records.
   let earliestExpiry = Number.POSITIVE_INFINITY
-  const put = (rid: string, record: IdempotencyRecord) => {
-    records.set(rid, record)
+  const find = (scope: string, key: string) => records.get(scope)?.get(key)
+  const put = (record: IdempotencyRecord) => {
+    let byKey = records.get(record.scope)
+    if (byKey === undefined) {
+      byKey = new Map()
+      records.set(record.scope, byKey)
+    }
+    const before = byKey.size
+    byKey.set(record.key, record)
+    size += byKey.size - before
     if (record.expiresAt < earliestExpiry) earliestExpiry = record.expiresAt
   }
+  const remove = (scope: string, key: string, byKey = records.get(scope)) => {
+    if (byKey?.delete(key)) {
+      size--
+      if (byKey.size === 0) records.delete(scope)
+    }
+  }
 
-  // Where the last eviction stopped. A Map iterator stays valid while the Map changes, and
-  // resuming it keeps each eviction O(1): restarting from the first entry every time would walk
-  // the holes earlier deletions leave at the front of the Map's table.
-  let cursor: Iterator<[string, IdempotencyRecord]> | undefined
+  // Where the last eviction stopped: a scope's records, in claim order, and the scopes after it.
+  // Map iterators stay valid while their Maps change, and resuming them keeps each eviction
+  // O(1): restarting from the first entry every time would walk the holes earlier deletions
+  // leave at the front of a Map's table.
+  let scopes: Iterator<[string, Map<string, IdempotencyRecord>]> | undefined
+  let inScope:
+    | {
+        scope: string
+        byKey: Map<string, IdempotencyRecord>
+        keys: Iterator<[string, IdempotencyRecord]>
+      }
+    | undefined
 
-  /** Deletes the next completed record or lapsed lease in claim order; false if there is none. */
+  /** Deletes the next completed record or lapsed lease, scope by scope; false if there is none. */
   function evictOne(at: number): boolean {
     // Two passes at most: from the cursor to the end, then once more from the start.
     for (let pass = 0; pass < 2; pass++) {
-      cursor ??= records.entries()
-      for (let next = cursor.next(); !next.done; next = cursor.next()) {
-        const [k, r] = next.value
-        if (r.status === 'completed' || r.lockedUntil <= at) {
-          records.delete(k)
-          return true
+      scopes ??= records.entries()
+      for (;;) {
+        if (inScope === undefined) {
+          const next = scopes.next()
+          if (next.done) break
+          const [scope, byKey] = next.value
+          inScope = { scope, byKey, keys: byKey.entries() }
         }
+        for (let next = inScope.keys.next(); !next.done; next = inScope.keys.next()) {
+          const [k, r] = next.value
+          if (r.status === 'completed' || r.lockedUntil <= at) {
+            remove(inScope.scope, k, inScope.byKey)
+            return true
+          }
+        }
+        inScope = undefined
       }
-      cursor = undefined
+      scopes = undefined
     }
     return false
   }
 
   function makeRoom(at: number): void {
-    if (records.size < maxRecords) return
+    if (size < maxRecords) return
     if (at >= earliestExpiry) {
       earliestExpiry = Number.POSITIVE_INFINITY
-      for (const [k, r] of records) {
-        if (r.expiresAt <= at) records.delete(k)
-        else if (r.expiresAt < earliestExpiry) earliestExpiry = r.expiresAt
+      for (const [scope, byKey] of records) {
+        for (const [k, r] of byKey) {
+          if (r.expiresAt <= at) remove(scope, k, byKey)
+          else if (r.expiresAt < earliestExpiry) earliestExpiry = r.expiresAt
+        }
       }
     }
-    while (records.size >= maxRecords) {
+    while (size >= maxRecords) {
       if (!evictOne(at)) {
         throw new Error(`memory store is full: ${maxRecords} records hold valid leases`)
       }
@@ -89,11 +124,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
 
     async claim(input: ClaimInput): Promise<ClaimResult> {
       const at = now()
-      const rid = id(input.scope, input.key)
-      const existing = records.get(rid)
+      const existing = find(input.scope, input.key)
       let takeover: boolean
       if (existing === undefined || existing.expiresAt <= at) {
-        if (existing) records.delete(rid)
+        if (existing) remove(input.scope, input.key)
         makeRoom(at)
         takeover = false
       } else if (
@@ -115,13 +149,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
         lockedUntil: at + input.lockTimeoutMs,
         expiresAt: at + input.ttlMs,
       }
-      put(rid, record)
+      put(record)
       return { claimed: true, takeover, record: { ...record } }
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
-      const rid = id(input.scope, input.key)
-      const existing = records.get(rid)
+      const existing = find(input.scope, input.key)
       if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
         return false
       }
@@ -135,17 +168,16 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
     },
 
     async release(input: ReleaseInput): Promise<boolean> {
-      const rid = id(input.scope, input.key)
-      const existing = records.get(rid)
+      const existing = find(input.scope, input.key)
       if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
         return false
       }
-      records.delete(rid)
+      remove(input.scope, input.key)
       return true
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-      const record = records.get(id(scope, key))
+      const record = find(scope, key)
       return record && { ...record }
     },
 
@@ -153,11 +185,13 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
       const limit = sweepOptions.limit ?? Number.POSITIVE_INFINITY
       const at = now()
       let deleted = 0
-      for (const [k, r] of records) {
-        if (deleted >= limit) break
-        if (r.expiresAt <= at) {
-          records.delete(k)
-          deleted++
+      for (const [scope, byKey] of records) {
+        for (const [k, r] of byKey) {
+          if (deleted >= limit) return deleted
+          if (r.expiresAt <= at) {
+            remove(scope, k, byKey)
+            deleted++
+          }
         }
       }
       return deleted

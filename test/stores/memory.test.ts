@@ -38,3 +38,58 @@ describe('memory store limits', () => {
     expect(() => createMemoryStore({ maxRecords: 1.5 })).toThrow(TypeError)
   })
 })
+
+describe('memory store bookkeeping across scopes', () => {
+  const input = (scope: string, key: string) => ({
+    scope,
+    key,
+    fingerprint: 'f',
+    leaseToken: `${scope}/${key}`,
+    lockTimeoutMs: 60_000,
+    ttlMs: 60_000,
+  })
+  const complete = (scope: string, key: string) => ({
+    ...input(scope, key),
+    response: 'r',
+    ttlMs: 60_000,
+  })
+
+  it('counts records of every scope against maxRecords, and frees a slot on release and sweep', async () => {
+    const local = createTestClock()
+    const store = createMemoryStore({ now: local.now, maxRecords: 3 })
+    await store.claim(input('a', '1'))
+    await store.claim(input('b', '1'))
+    await store.claim(input('b', '2'))
+    // Full of valid leases, whichever scope they are in.
+    await expect(store.claim(input('c', '1'))).rejects.toThrow(/full/)
+    expect(await store.release(input('b', '1'))).toBe(true)
+    expect((await store.claim(input('c', '1'))).claimed).toBe(true)
+    await expect(store.claim(input('c', '2'))).rejects.toThrow(/full/)
+
+    // Completed records are evicted for new claims, scope by scope; leases stay.
+    expect(await store.complete(complete('a', '1'))).toBe(true)
+    expect(await store.complete(complete('c', '1'))).toBe(true)
+    expect((await store.claim(input('d', '1'))).claimed).toBe(true)
+    expect((await store.claim(input('d', '2'))).claimed).toBe(true)
+    expect(await store.get('a', '1')).toBeUndefined()
+    expect(await store.get('c', '1')).toBeUndefined()
+    expect(await store.get('b', '2')).toMatchObject({ status: 'in_progress' })
+
+    // Expired records are swept, and their slots count as free again.
+    local.advance(120_000)
+    expect(await store.sweep()).toBe(3)
+    for (const key of ['1', '2', '3']) {
+      expect((await store.claim(input('e', key))).claimed).toBe(true)
+    }
+    await expect(store.claim(input('e', '4'))).rejects.toThrow(/full/)
+  })
+
+  it('keeps the same key in two scopes as two records', async () => {
+    const store = createMemoryStore({ now: clock.now })
+    await store.claim(input('a', 'k'))
+    expect((await store.claim(input('b', 'k'))).claimed).toBe(true)
+    await store.complete(complete('a', 'k'))
+    expect(await store.get('a', 'k')).toMatchObject({ status: 'completed' })
+    expect(await store.get('b', 'k')).toMatchObject({ status: 'in_progress' })
+  })
+})
