@@ -35,6 +35,51 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
       counter,
       db: () => db,
     })
+
+    it('sends the claim and the completion as named prepared statements, prepared once per connection, each logged once [postgres]', async () => {
+      const single = postgres(url, { max: 1, onnotice: () => {} })
+      try {
+        const logged: string[] = []
+        const loggingDb = drizzlePostgresJs({
+          client: single,
+          logger: { logQuery: (query) => logged.push(query) },
+        })
+        const store = await tables.createStore(loggingDb)
+        logged.length = 0 // ensureTable's statements
+        const sent: Array<{ text: string; prepare: unknown }> = []
+        const unsafe = single.unsafe.bind(single)
+        single.unsafe = ((text: string, params?: never[], options?: { prepare?: boolean }) => {
+          sent.push({ text, prepare: options?.prepare })
+          return unsafe(text, params, options)
+        }) as typeof single.unsafe
+        const claim = {
+          scope: 's',
+          key: randomUUID(),
+          fingerprint: 'f',
+          leaseToken: 't',
+          lockTimeoutMs: 60_000,
+          ttlMs: 60_000,
+        }
+        expect((await store.claim(claim)).claimed).toBe(true)
+        expect(await store.complete({ ...claim, response: 'r' })).toBe(true)
+        expect(await store.claim({ ...claim, leaseToken: 'u' })).toMatchObject({
+          claimed: false,
+          record: { status: 'completed', response: 'r', leaseToken: 't' },
+        })
+        // Three statements, each once through `unsafe` as a prepared statement, each logged.
+        expect(sent.map((call) => call.prepare)).toEqual([true, true, true])
+        expect(logged).toEqual(sent.map((call) => call.text))
+        expect(sent[0]?.text).toMatch(/^with "done" as/)
+        expect(sent[1]?.text).toMatch(/^update /)
+        // Prepared on this one connection once each: the claim's text and the completion's.
+        const prepared = await single`select statement from pg_prepared_statements`
+        const texts = prepared.map((row) => row.statement as string)
+        expect(texts.filter((text) => text === sent[0]?.text)).toHaveLength(1)
+        expect(texts.filter((text) => text === sent[1]?.text)).toHaveLength(1)
+      } finally {
+        await single.end()
+      }
+    })
   })
 
   describe('through node-postgres', () => {

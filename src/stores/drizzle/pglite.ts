@@ -19,7 +19,7 @@ export interface PGliteClient {
   exec(text: string): Promise<unknown>
 }
 
-interface QueryLogger {
+export interface QueryLogger {
   logQuery(query: string, params: unknown[]): void
 }
 

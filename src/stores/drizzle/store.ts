@@ -18,6 +18,7 @@ import type {
   SweepOptions,
 } from '../../store'
 import { drizzleLoggerOf, pgliteClientOf, pgliteFunction } from './pglite'
+import { postgresJsClientOf, postgresJsStatement } from './postgres-js'
 import { type IdempotencyTable, idempotencyKeys } from './table'
 import { runDrizzleTransaction } from './transactional'
 
@@ -274,21 +275,25 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const claimStatement = claimQuery.prepare(statementName('claim'))
   // On PGlite the claim and the completion run as session functions (see ./pglite.ts).
   const pglite = pgliteClientOf(db)
-  const pgliteLogger = pglite && drizzleLoggerOf(db)
+  const logger = drizzleLoggerOf(db)
   const pgliteClaim =
     pglite &&
     pgliteFunction(
       pglite,
-      pgliteLogger,
+      logger,
       statementName('claim'),
       claimQuery.toSQL(),
       `table(state integer, fingerprint text, status text, response text, lease_token text,
         locked_until float8, expires_at float8, now float8)`,
       (statement) => `begin\n  return query ${statement};\nend`,
     )
+  // On postgres.js the claim and the completion skip drizzle's query path (see ./postgres-js.ts).
+  const postgresJs = pglite ? undefined : postgresJsClientOf(db)
+  const directClaim = postgresJs && postgresJsStatement(postgresJs, logger, claimQuery.toSQL())
   const claimRow = async (values: Record<string, unknown>): Promise<ClaimRow | undefined> => {
-    if (!pgliteClaim) return (await claimStatement.execute(values))[0]
-    const [row] = await pgliteClaim.run(values)
+    const direct = pgliteClaim || directClaim
+    if (!direct) return (await claimStatement.execute(values))[0]
+    const [row] = await direct.run(values)
     if (row === undefined) return undefined
     const [state, fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
     return {
@@ -321,11 +326,14 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const completeStatement = completion()
     .returning({ key: table.key })
     .prepare(statementName('complete'))
+  const directComplete =
+    postgresJs &&
+    postgresJsStatement(postgresJs, logger, completion().returning({ key: table.key }).toSQL())
   const pgliteComplete =
     pglite &&
     pgliteFunction(
       pglite,
-      pgliteLogger,
+      logger,
       statementName('complete'),
       completion().toSQL(),
       'boolean',
@@ -441,6 +449,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         ttlMs: input.ttlMs,
       }
       if (pgliteComplete) return (await pgliteComplete.run(values))[0]?.[0] === true
+      if (directComplete) return (await directComplete.run(values)).length > 0
       return (await completeStatement.execute(values)).length > 0
     },
 
