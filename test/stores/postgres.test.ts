@@ -107,7 +107,14 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
       const connection = new pg.Client({ connectionString: url })
       await connection.connect()
       try {
-        const store = await tables.createStore(drizzleNodePg({ client: connection }))
+        const logged: string[] = []
+        const store = await tables.createStore(
+          drizzleNodePg({
+            client: connection,
+            logger: { logQuery: (query) => logged.push(query) },
+          }),
+        )
+        logged.length = 0 // ensureTable's statements
         const claim = {
           scope: 's',
           key: randomUUID(),
@@ -124,6 +131,10 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         )
         const names = rows.map((row) => row.name.replace(/_[0-9a-f]{12}$/, ''))
         expect(names).toEqual(['idempotent_mutations_claim', 'idempotent_mutations_complete'])
+        // Each statement reached drizzle's logger once.
+        expect(logged).toHaveLength(3)
+        expect(logged[0]).toBe(logged[1])
+        expect(logged[2]).toMatch(/^update /)
       } finally {
         await connection.end()
       }

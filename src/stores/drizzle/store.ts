@@ -17,8 +17,8 @@ import type {
   StoreTransaction,
   SweepOptions,
 } from '../../store'
+import { directStatementsOf } from './direct'
 import { drizzleLoggerOf, pgliteClientOf, pgliteFunction } from './pglite'
-import { postgresJsClientOf, postgresJsStatement } from './postgres-js'
 import { type IdempotencyTable, idempotencyKeys } from './table'
 import { runDrizzleTransaction } from './transactional'
 
@@ -287,13 +287,14 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         locked_until float8, expires_at float8, now float8)`,
       (statement) => `begin\n  return query ${statement};\nend`,
     )
-  // On postgres.js the claim and the completion skip drizzle's query path (see ./postgres-js.ts).
-  const postgresJs = pglite ? undefined : postgresJsClientOf(db)
-  const directClaim = postgresJs && postgresJsStatement(postgresJs, logger, claimQuery.toSQL())
+  // On postgres.js and node-postgres the claim and the completion skip drizzle's query path
+  // (see ./direct.ts).
+  const direct = pglite ? undefined : directStatementsOf(db, logger)
+  const directClaim = direct?.(statementName('claim'), claimQuery.toSQL())
   const claimRow = async (values: Record<string, unknown>): Promise<ClaimRow | undefined> => {
-    const direct = pgliteClaim || directClaim
-    if (!direct) return (await claimStatement.execute(values))[0]
-    const [row] = await direct.run(values)
+    const statement = pgliteClaim || directClaim
+    if (!statement) return (await claimStatement.execute(values))[0]
+    const [row] = await statement.run(values)
     if (row === undefined) return undefined
     const [state, fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
     return {
@@ -326,9 +327,10 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const completeStatement = completion()
     .returning({ key: table.key })
     .prepare(statementName('complete'))
-  const directComplete =
-    postgresJs &&
-    postgresJsStatement(postgresJs, logger, completion().returning({ key: table.key }).toSQL())
+  const directComplete = direct?.(
+    statementName('complete'),
+    completion().returning({ key: table.key }).toSQL(),
+  )
   const pgliteComplete =
     pglite &&
     pgliteFunction(
