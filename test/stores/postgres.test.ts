@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto'
+import { sql } from 'drizzle-orm'
 import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres'
+import { withReplicas } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import pg from 'pg'
 import postgres from 'postgres'
@@ -34,6 +36,45 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
       createCountedStore: () => tables.createStore(countedDb),
       counter,
       db: () => db,
+    })
+
+    it('runs every statement on the primary of withReplicas(primary, [replica]) [postgres]', async () => {
+      // A replica that refuses writes, as a hot standby does.
+      const readOnly = postgres(url, {
+        max: 1,
+        onnotice: () => {},
+        connection: { default_transaction_read_only: true },
+      })
+      try {
+        const replica = drizzlePostgresJs({ client: readOnly })
+        await expect(
+          replica.execute(sql`create table im_test_replica_refuses (a int)`),
+        ).rejects.toMatchObject({ cause: { code: '25006' } }) // read_only_sql_transaction
+        const store = await tables.createStore(withReplicas(db, [replica]))
+        const claim = {
+          scope: 's',
+          key: randomUUID(),
+          fingerprint: 'f',
+          leaseToken: 't',
+          lockTimeoutMs: 0,
+          ttlMs: 60_000,
+        }
+        expect((await store.claim(claim)).claimed).toBe(true)
+        expect(await store.get('s', claim.key)).toMatchObject({ status: 'in_progress' })
+        // A takeover and a release, then a completion and its replay: all writes.
+        const again = { ...claim, leaseToken: 'u' }
+        expect(await store.claim(again)).toMatchObject({ claimed: true, takeover: true })
+        expect(await store.release(again)).toBe(true)
+        expect((await store.claim(claim)).claimed).toBe(true)
+        expect(await store.complete({ ...claim, response: 'r' })).toBe(true)
+        expect(await store.claim({ ...claim, leaseToken: 'v' })).toMatchObject({
+          claimed: false,
+          record: { response: 'r' },
+        })
+        expect(await store.sweep()).toBeGreaterThanOrEqual(0)
+      } finally {
+        await readOnly.end()
+      }
     })
 
     it('sends the claim and the completion as named prepared statements, prepared once per connection, each logged once [postgres]', async () => {

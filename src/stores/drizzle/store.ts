@@ -131,14 +131,17 @@ export const maxClaimAttempts = 10
  * ```
  */
 export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
-  db: TDatabase,
+  database: TDatabase,
   options: DrizzleStoreOptions = {},
 ): DrizzleStore<DrizzleTransactionOf<TDatabase>> {
-  if (db === null || typeof db !== 'object' || typeof db.select !== 'function') {
+  if (database === null || typeof database !== 'object' || typeof database.select !== 'function') {
     throw new TypeError(
       'idempotent-mutations: createDrizzleStore needs a drizzle PostgreSQL database, e.g. drizzle(pool)',
     )
   }
+  // `withReplicas(primary, replicas)` sends selects (the claim is one, with an INSERT in it, and
+  // so is the sweep) to a replica, which cannot write and may lag: the store uses the primary.
+  const db = ((database as { $primary?: TDatabase }).$primary ?? database) as TDatabase
   const table = options.table ?? idempotencyKeys
   const config = getTableConfig(table)
   const columnNames = config.columns.map((column) => column.name)
