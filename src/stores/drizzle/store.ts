@@ -269,6 +269,9 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       ) as standing
       limit 1
     ) as r`)
+    // Never from a cache in front of drizzle (its `cache` option): this select has an INSERT in
+    // it, and the record changes through statements drizzle does not see.
+    .$withCache(false)
   const claimParameters = claimQuery.toSQL().params
   if (claimParameters[0] !== p.scope || claimParameters[1] !== p.key) {
     throw new Error(
@@ -355,6 +358,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     .select(recordFields(sql`${table}.`))
     .from(table)
     .where(and(eq(table.scope, p.scope), eq(table.key, p.key)))
+    .$withCache(false)
     .prepare(statementName('get'))
 
   // Locks the batch with SKIP LOCKED so a sweep never waits on (or blocks) a claim of the same
@@ -372,6 +376,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     .with(swept)
     .select({ deleted: sql<number>`count(*)::int`.mapWith(Number) })
     .from(sql`swept`)
+    .$withCache(false)
     .prepare(statementName('sweep'))
 
   return {
