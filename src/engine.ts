@@ -504,14 +504,7 @@ export function createIdempotency<TTransaction = unknown>(
         if (result.takeover) emit(base, 'takeover')
         return {
           kind: 'execute',
-          // The start time only feeds the `executed` event's duration.
-          lease: new StoreLease(
-            result.record,
-            result.takeover,
-            ttl,
-            base,
-            options.onEvent ? now() : 0,
-          ),
+          lease: new StoreLease(result.record, result.takeover, ttl, base, now()),
         }
       }
       const { record } = result
