@@ -71,6 +71,8 @@ function createStoreTransaction<TTransaction>(
       })
       // The subquery reads the caller's setting before the outer row sets the new one.
       .from(sql`(select current_setting('lock_timeout') as previous offset 0) as p`)
+      // Never from a drizzle query cache: the statement is run for its side effect.
+      .$withCache(false)
     return row?.previous ?? '0'
   }
 
@@ -107,6 +109,8 @@ function createStoreTransaction<TTransaction>(
         from ${table}
         where scope = ${input.scope} and key = ${input.key} and not exists (select 1 from inserted)
       ) as r`)
+      // Never from a drizzle query cache: it has an INSERT in it (see the store's claim).
+      .$withCache(false)
     return row
   }
 
