@@ -53,6 +53,24 @@ export type ClaimResult =
   /** Another record stands. `now` is the store's clock at the time of the claim. */
   | { claimed: false; record: IdempotencyRecord; now: number }
 
+/** The record a claim of `input` writes: in progress under its lease token, no response yet. */
+export function claimedRecord(
+  input: ClaimInput,
+  lockedUntil: number,
+  expiresAt: number,
+): IdempotencyRecord {
+  return {
+    scope: input.scope,
+    key: input.key,
+    fingerprint: input.fingerprint,
+    status: 'in_progress',
+    response: null,
+    leaseToken: input.leaseToken,
+    lockedUntil,
+    expiresAt,
+  }
+}
+
 export interface CompleteInput {
   scope: string
   key: string

@@ -1,11 +1,12 @@
-import type {
-  ClaimInput,
-  ClaimResult,
-  CompleteInput,
-  IdempotencyRecord,
-  IdempotencyStore,
-  ReleaseInput,
-  SweepOptions,
+import {
+  type ClaimInput,
+  type ClaimResult,
+  type CompleteInput,
+  claimedRecord,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ReleaseInput,
+  type SweepOptions,
 } from '../store'
 
 export interface MemoryStoreOptions {
@@ -139,16 +140,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
       } else {
         return { claimed: false, record: { ...existing }, now: at }
       }
-      const record: IdempotencyRecord = {
-        scope: input.scope,
-        key: input.key,
-        fingerprint: input.fingerprint,
-        status: 'in_progress',
-        response: null,
-        leaseToken: input.leaseToken,
-        lockedUntil: at + input.lockTimeoutMs,
-        expiresAt: at + input.ttlMs,
-      }
+      const record = claimedRecord(input, at + input.lockTimeoutMs, at + input.ttlMs)
       put(record)
       return { claimed: true, takeover, record: { ...record } }
     },

@@ -6,6 +6,7 @@ import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, describe, expect, it } from 'vitest'
+import type { ClaimInput } from '../../src'
 import { databaseUrl } from '../support/env'
 import { describeStoreConformance } from './conformance'
 import { describeDrizzleBehaviour } from './drizzle-behaviour'
@@ -14,6 +15,17 @@ import { statementCounter, useTestTables } from './drizzle-fixtures'
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
 
 const url = databaseUrl ?? 'postgres://unset'
+
+/** A claim of a fresh key in scope 's' under token 't'. */
+const claimInput = (overrides: Partial<ClaimInput> = {}): ClaimInput => ({
+  scope: 's',
+  key: randomUUID(),
+  fingerprint: 'f',
+  leaseToken: 't',
+  lockTimeoutMs: 60_000,
+  ttlMs: 60_000,
+  ...overrides,
+})
 
 describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`, () => {
   describe('through postgres.js', () => {
@@ -51,14 +63,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
           replica.execute(sql`create table im_test_replica_refuses (a int)`),
         ).rejects.toMatchObject({ cause: { code: '25006' } }) // read_only_sql_transaction
         const store = await tables.createStore(withReplicas(db, [replica]))
-        const claim = {
-          scope: 's',
-          key: randomUUID(),
-          fingerprint: 'f',
-          leaseToken: 't',
-          lockTimeoutMs: 0,
-          ttlMs: 60_000,
-        }
+        const claim = claimInput({ lockTimeoutMs: 0 })
         expect((await store.claim(claim)).claimed).toBe(true)
         expect(await store.get('s', claim.key)).toMatchObject({ status: 'in_progress' })
         // A takeover and a release, then a completion and its replay: all writes.
@@ -93,14 +98,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
           sent.push({ text, prepare: options?.prepare })
           return unsafe(text, params, options)
         }) as typeof single.unsafe
-        const claim = {
-          scope: 's',
-          key: randomUUID(),
-          fingerprint: 'f',
-          leaseToken: 't',
-          lockTimeoutMs: 60_000,
-          ttlMs: 60_000,
-        }
+        const claim = claimInput()
         expect((await store.claim(claim)).claimed).toBe(true)
         expect(await store.complete({ ...claim, response: 'r' })).toBe(true)
         expect(await store.claim({ ...claim, leaseToken: 'u' })).toMatchObject({
@@ -156,14 +154,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
           }),
         )
         logged.length = 0 // ensureTable's statements
-        const claim = {
-          scope: 's',
-          key: randomUUID(),
-          fingerprint: 'f',
-          leaseToken: 't',
-          lockTimeoutMs: 60_000,
-          ttlMs: 60_000,
-        }
+        const claim = claimInput()
         await store.claim(claim)
         await store.claim({ ...claim, leaseToken: 'u' })
         await store.complete({ ...claim, response: 'r' })
@@ -188,14 +179,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         const db = drizzleNodePg({ client: connection })
         const first = await tables.createStore(db)
         const second = await tables.createStore(db)
-        const claim = {
-          scope: 's',
-          key: 'k',
-          fingerprint: 'f',
-          leaseToken: 't',
-          lockTimeoutMs: 1,
-          ttlMs: 60_000,
-        }
+        const claim = claimInput({ key: 'k', lockTimeoutMs: 1 })
         expect((await first.claim(claim)).claimed).toBe(true)
         expect((await second.claim(claim)).claimed).toBe(true)
         expect((await first.get('s', 'k'))?.leaseToken).toBe('t')

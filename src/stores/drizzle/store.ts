@@ -6,16 +6,17 @@ import {
   type PgDatabase,
   type PgQueryResultHKT,
 } from 'drizzle-orm/pg-core'
-import type {
-  ClaimInput,
-  ClaimResult,
-  CompleteInput,
-  IdempotencyRecord,
-  IdempotencyStore,
-  RecordStatus,
-  ReleaseInput,
-  StoreTransaction,
-  SweepOptions,
+import {
+  type ClaimInput,
+  type ClaimResult,
+  type CompleteInput,
+  claimedRecord,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type RecordStatus,
+  type ReleaseInput,
+  type StoreTransaction,
+  type SweepOptions,
 } from '../../store'
 import { directStatementsOf } from './direct'
 import { drizzleLoggerOf, pgliteClientOf, pgliteFunction } from './pglite'
@@ -418,16 +419,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
           return {
             claimed: true,
             takeover: row.state > 1,
-            record: {
-              scope: input.scope,
-              key: input.key,
-              fingerprint: input.fingerprint,
-              status: 'in_progress',
-              response: null,
-              leaseToken: input.leaseToken,
-              lockedUntil: row.lockedUntil,
-              expiresAt: row.expiresAt,
-            },
+            record: claimedRecord(input, row.lockedUntil, row.expiresAt),
           }
         }
         return {

@@ -1,11 +1,12 @@
 import { hashParts, jsonString } from '../../codec'
-import type {
-  ClaimInput,
-  ClaimResult,
-  CompleteInput,
-  IdempotencyRecord,
-  IdempotencyStore,
-  ReleaseInput,
+import {
+  type ClaimInput,
+  type ClaimResult,
+  type CompleteInput,
+  claimedRecord,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ReleaseInput,
 } from '../../store'
 import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
 import { claimScript, completeScript, getScript, releaseScript } from './scripts'
@@ -158,20 +159,7 @@ function written(
   now: number,
   takeover: boolean,
 ): ClaimResult {
-  return {
-    claimed: true,
-    takeover,
-    record: {
-      scope: input.scope,
-      key: input.key,
-      fingerprint: input.fingerprint,
-      status: 'in_progress',
-      response: null,
-      leaseToken: input.leaseToken,
-      lockedUntil: now + lockTimeoutMs,
-      expiresAt: now + ttlMs,
-    },
-  }
+  return { claimed: true, takeover, record: claimedRecord(input, now + lockTimeoutMs, now + ttlMs) }
 }
 
 /**
