@@ -130,8 +130,9 @@ export interface IdempotencyOptions<TTransaction = unknown> {
   /**
    * Keep copies of the completed records this process wrote or read, and answer later retries
    * of them (replay, or 422 for another payload) without a store round trip. A completed record
-   * cannot change before it expires, and a copy never outlives its record (its lifetime is
-   * measured from the store's clock) nor `maxAge`. Not used in front of a store whose records
+   * cannot change before it expires, and a copy never outlives its record (the time it has left
+   * is what the store's clock said, counted on the engine's from before the store was asked)
+   * nor `maxAge`. Not used in front of a store whose records
    * already live in this process (`inProcess`, the memory store). `false` turns it off: every
    * retry then reads the store.
    * @default { maxEntries: 1000, maxCharacters: 8388608, maxAge: '1m' }
@@ -286,15 +287,6 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const maxSerializationRetries = 5
 
 /**
- * Lease tokens: a random prefix drawn once per process and a counter. A token only has to differ
- * from every other token that could meet it on the same record (other attempts, other processes);
- * it never leaves the server, so it needs no unpredictability of its own, and a counter costs a
- * fraction of a UUID on every keyed call.
- */
-const tokenPrefix = `${randomUUID()}.`
-let tokenCounter = 0
-
-/**
  * One claim attempt's input. A fresh token per attempt: a waiter that claims after a release
  * holds its own lease. A module function rather than a closure in `begin`, which would be one
  * more allocation on every keyed call.
@@ -306,8 +298,9 @@ function newClaimInput(
   lockTimeoutMs: number,
   ttlMs: number,
 ): ClaimInput {
-  const leaseToken = tokenPrefix + (++tokenCounter).toString(36)
-  return { scope, key, fingerprint, leaseToken, lockTimeoutMs, ttlMs }
+  // Random (SPEC), not a per-process prefix and a counter: two processes started from one memory
+  // snapshot would share such a sequence, and a shared token defeats fencing.
+  return { scope, key, fingerprint, leaseToken: randomUUID(), lockTimeoutMs, ttlMs }
 }
 
 /** Throws unless `store` can run transactional mode. */
@@ -347,10 +340,10 @@ export function createIdempotency<TTransaction = unknown>(
   const codec = options.codec ?? defaultCodec
   const now = options.now ?? Date.now
   const logger = options.logger ?? defaultLogger
-  const replayCache =
-    options.replayCache === false || store.inProcess === true
-      ? undefined
-      : new ReplayCache(options.replayCache ?? {})
+  // Built (so its options are checked) even in front of a store in this process, then not used.
+  const configuredReplayCache =
+    options.replayCache === false ? undefined : new ReplayCache(options.replayCache ?? {})
+  const replayCache = store.inProcess === true ? undefined : configuredReplayCache
 
   type EventBase = Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'>
   type EventDetails = Omit<IdempotencyEvent, 'type' | 'operation' | 'scope' | 'key'>
@@ -516,7 +509,9 @@ export function createIdempotency<TTransaction = unknown>(
           record.fingerprint,
           record.response,
           askedAt,
-          record.expiresAt - result.now,
+          // Less a millisecond: stores read their clock in whole milliseconds, rounded down, so
+          // the true time left can be up to one short of the difference.
+          record.expiresAt - result.now - 1,
         )
       }
       const answer = answerRefusal(record, fingerprint, base)

@@ -58,7 +58,8 @@ export interface UseIdempotencyOptions<TContext = DefaultContext> {
   /**
    * The caller a record belongs to (tenant or user id); may be async. The same key from two
    * scopes names two unrelated operations. Called only for mutations that carry a key; if it
-   * throws, the request fails and nothing runs. @default undefined (one shared scope, '')
+   * throws, the request fails and nothing runs, and a value that is not a string, number, null
+   * or undefined fails it with a TypeError. @default undefined (one shared scope, '')
    */
   scope?: (
     context: TContext,

@@ -35,8 +35,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
   if (!Number.isInteger(maxRecords) || maxRecords < 1) {
     throw new TypeError('idempotent-mutations: maxRecords must be a positive integer')
   }
-  // Records by scope, then key: no per-call string joining the two, and the scope strings the
-  // engine passes are the same few objects every time, so their hashes are computed once.
+  // Records by scope, then key: no string joining the two on every call (and the engine passes
+  // the same string object for a shared scope, so its hash is computed once).
   const records = new Map<string, Map<string, IdempotencyRecord>>()
   let size = 0
   // A lower bound on every stored record's expiresAt. While the clock is below it no record can

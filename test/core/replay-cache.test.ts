@@ -1,6 +1,11 @@
 import fc from 'fast-check'
 import { describe, expect, it, vi } from 'vitest'
-import { createIdempotency, createMemoryStore, type Idempotency } from '../../src'
+import {
+  createIdempotency,
+  createMemoryStore,
+  type Idempotency,
+  type IdempotencyOptions,
+} from '../../src'
 import { remoteStore as remote } from '../support/remote-store'
 
 /**
@@ -8,14 +13,24 @@ import { remoteStore as remote } from '../support/remote-store'
  * round trip. Its one promise is that a retry gets exactly what the store would have answered.
  */
 
-function setup(replayCache?: Parameters<typeof createIdempotency>[0]['replayCache']) {
+/**
+ * An engine with `replayCache` over a store that counts its claims, on a clock the test moves.
+ * `engine()` makes more engines (more processes) on the same store and clock; the store's clock
+ * runs `storeAheadMs` ahead of theirs.
+ */
+function setup(
+  replayCache?: IdempotencyOptions['replayCache'],
+  { storeAheadMs = 0, ...options }: Partial<IdempotencyOptions> & { storeAheadMs?: number } = {},
+) {
   let clock = Date.UTC(2030, 0, 1)
   const now = () => clock
-  const store = remote(createMemoryStore({ now }))
-  const idempotency = createIdempotency({ store, now, ttl: '1h', replayCache })
+  const store = remote(createMemoryStore({ now: () => clock + storeAheadMs }))
+  const engine = (extra: Partial<IdempotencyOptions> = {}) =>
+    createIdempotency({ store, now, ttl: '1h', replayCache, ...options, ...extra })
   return {
     store,
-    idempotency,
+    idempotency: engine(),
+    engine,
     advance: (ms: number) => {
       clock += ms
     },
@@ -61,8 +76,8 @@ describe('the replay cache', () => {
   })
 
   it('copies a record it read from the store, and replays recorded errors from the copy', async () => {
-    const { store, idempotency } = setup()
-    const other = createIdempotency({ store, now: () => Date.UTC(2030, 0, 1), ttl: '1h' })
+    const { store, idempotency, engine } = setup()
+    const other = engine()
     const failure = Object.assign(new Error('card declined'), { status: 402, code: 'DECLINED' })
     await expect(
       other.execute(order('k'), () => {
@@ -105,21 +120,14 @@ describe('the replay cache', () => {
   })
 
   it('never outlives the record: past the ttl the operation runs again', async () => {
-    let clock = Date.UTC(2030, 0, 1)
-    const store = remote(createMemoryStore({ now: () => clock }))
-    const idempotency = createIdempotency({
-      store,
-      now: () => clock,
-      ttl: '2s',
-      replayCache: { maxAge: '1h' },
-    })
+    const { idempotency, advance } = setup({ maxAge: '1h' }, { ttl: '2s' })
     await idempotency.execute(order('k'), () => 'first')
-    clock += 1_999
+    advance(1_999)
     expect(await idempotency.execute(order('k'), () => 'second')).toEqual({
       value: 'first',
       replayed: true,
     })
-    clock += 1
+    advance(1)
     expect(await idempotency.execute(order('k'), () => 'second')).toEqual({
       value: 'second',
       replayed: false,
@@ -127,15 +135,14 @@ describe('the replay cache', () => {
   })
 
   it('measures a copy’s life on the store’s clock, so a store clock ahead of ours cannot stretch it', async () => {
-    let clock = Date.UTC(2030, 0, 1)
     // The store's clock runs an hour ahead of the engine's.
-    const store = remote(createMemoryStore({ now: () => clock + 3_600_000 }))
-    const writer = createIdempotency({ store, now: () => clock, ttl: '2s' })
-    const reader = createIdempotency({ store, now: () => clock, ttl: '2s' })
+    const { engine, advance } = setup(undefined, { ttl: '2s', storeAheadMs: 3_600_000 })
+    const writer = engine()
+    const reader = engine()
     await writer.execute(order('k'), () => 'first')
-    clock += 1_000
+    advance(1_000)
     expect(await reader.execute(order('k'), () => 'x')).toMatchObject({ replayed: true })
-    clock += 1_000
+    advance(1_000)
     // Two seconds after completion the record has expired on the store's clock; neither the
     // writer's copy nor the reader's (made with one second left) may answer.
     expect(await reader.execute(order('k'), () => 'second')).toEqual({
@@ -179,18 +186,30 @@ describe('the replay cache', () => {
     expect(store.claim).toHaveBeenCalledTimes(1)
   })
 
-  it('does not copy an outcome whose lease was lost: the retry gets the record that stands', async () => {
-    let clock = Date.UTC(2030, 0, 1)
-    const store = remote(createMemoryStore({ now: () => clock }))
-    const slow = createIdempotency({
-      store,
-      now: () => clock,
-      lockTimeout: '1s',
-      logger: { warn: () => {}, error: () => {} },
+  it('drops the oldest copies when the copies together pass maxCharacters', async () => {
+    // Each outcome is stored as `{"json":{"ok":true,"value":"<20 letters>"}}`: 51 characters.
+    const { store, idempotency } = setup({ maxCharacters: 110 })
+    for (const letter of ['a', 'b', 'c']) {
+      await idempotency.execute(order(letter), () => letter.repeat(20))
+    }
+    store.claim.mockClear()
+    // Two fit; the third pushed out the first.
+    await idempotency.execute(order('b'), () => 'z')
+    await idempotency.execute(order('c'), () => 'z')
+    expect(store.claim).not.toHaveBeenCalled()
+    expect(await idempotency.execute(order('a'), () => 'z')).toEqual({
+      value: 'a'.repeat(20),
+      replayed: true,
     })
-    const other = createIdempotency({ store, now: () => clock, lockTimeout: '1s' })
+    expect(store.claim).toHaveBeenCalledTimes(1)
+  })
+
+  it('does not copy an outcome whose lease was lost: the retry gets the record that stands', async () => {
+    const { engine, advance } = setup(undefined, { lockTimeout: '1s' })
+    const slow = engine({ logger: { warn: () => {}, error: () => {} } })
+    const other = engine()
     const result = await slow.execute(order('k'), async () => {
-      clock += 1_001
+      advance(1_001)
       // The lease lapsed while this handler ran: another caller takes the key over and finishes.
       await other.execute(order('k'), () => 'taken over')
       return 'slow'
@@ -200,6 +219,12 @@ describe('the replay cache', () => {
       value: 'taken over',
       replayed: true,
     })
+  })
+
+  it('checks its options even in front of the memory store, which it then does not use', () => {
+    expect(() =>
+      createIdempotency({ store: createMemoryStore(), replayCache: { maxAge: 'soon' as never } }),
+    ).toThrow(TypeError)
   })
 
   it('is off with replayCache: false: every retry reads the store', async () => {

@@ -26,23 +26,34 @@ describe('transactional mode on PGlite', () => {
     expect(await lite.orderCount(key)).toBe(1)
   })
 
-  it('the replay cache stops no later than the record: past its ttl the operation runs again', async () => {
-    const ttl = 300
-    const idempotency = lite.engine({ ttl, replayCache: {} })
+  it('a copy in the replay cache ends ttl after a moment before the transaction began', async () => {
+    let at = Date.UTC(2030, 0, 1)
+    const ttl = 60_000
+    // The engine's clock is ours to move; the record's own expiry (the database's clock, a minute
+    // of real time away) is not reached here, so a retry that misses the copy replays the store.
+    const idempotency = lite.engine({ ttl, now: () => at, replayCache: { maxAge: '1h' } })
+    const transactions = vi.spyOn(idempotency.store, 'transaction')
     const key = lite.newKey('cache-ttl')
     const request = { key, operation, payload: {}, transactional: true } as const
-    await idempotency.execute(request, async () => 'first')
-    // The record expires ttl after its completing statement; wait past that.
-    const expiredBy = Date.now() + ttl + 50
+    const began = at
+    await idempotency.execute(request, async () => {
+      at += 5_000 // the transaction takes a while
+      return 'first'
+    })
+    expect(transactions).toHaveBeenCalledTimes(1)
+    at = began + ttl - 1
     expect(await idempotency.execute(request, async () => 'second')).toEqual({
       value: 'first',
       replayed: true,
     })
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiredBy - Date.now())))
+    expect(transactions).toHaveBeenCalledTimes(1)
+    // Counted from before the transaction, not from its commit five seconds later.
+    at = began + ttl
     expect(await idempotency.execute(request, async () => 'third')).toEqual({
-      value: 'third',
-      replayed: false,
+      value: 'first',
+      replayed: true,
     })
+    expect(transactions).toHaveBeenCalledTimes(2)
   })
 
   it('a deterministic error leaves no row and replays; an unexpected one leaves nothing and reruns', async () => {

@@ -22,6 +22,19 @@ export type DirectStatements = (
   statement: { sql: string; params: unknown[] },
 ) => DirectStatement
 
+/** The placeholder name of each `$n` of drizzle's `toSQL()` of a store statement, in order. */
+export function placeholderNames(statement: { params: unknown[] }): string[] {
+  return statement.params.map((param) => {
+    const name = (param as Placeholder).name
+    if (typeof name !== 'string') {
+      throw new Error(
+        'idempotent-mutations: a store statement has a parameter that is not a placeholder',
+      )
+    }
+    return name
+  })
+}
+
 /** What the store uses of a postgres.js client (`postgres(url)`). */
 interface PostgresJsClient {
   unsafe(
@@ -60,15 +73,7 @@ export function directStatementsOf(
   if (!send) return undefined
   const run = send
   return (name, statement) => {
-    const names = statement.params.map((param) => {
-      const placeholder = (param as Placeholder).name
-      if (typeof placeholder !== 'string') {
-        throw new Error(
-          'idempotent-mutations: a store statement has a parameter that is not a placeholder',
-        )
-      }
-      return placeholder
-    })
+    const names = placeholderNames(statement)
     return {
       run(values) {
         const params = names.map((placeholder) => values[placeholder])

@@ -1,4 +1,4 @@
-import type { Placeholder } from 'drizzle-orm'
+import { type DirectStatement, placeholderNames } from './direct'
 
 /**
  * PGlite parses and plans every statement it is sent: it has no prepared statements that outlive
@@ -57,11 +57,6 @@ const argumentTypes: Record<string, string> = {
   ttlMs: 'float8',
 }
 
-export interface PGliteFunction {
-  /** Runs the statement with `values` (by placeholder name); resolves with the rows as arrays. */
-  run(values: Record<string, unknown>): Promise<unknown[][]>
-}
-
 /**
  * A statement of the store as a `pg_temp` function. `statement` is drizzle's `toSQL()` of it:
  * its `$n` are the function's arguments in the same order, so the text goes in unchanged.
@@ -74,8 +69,8 @@ export function pgliteFunction(
   statement: { sql: string; params: unknown[] },
   returns: string,
   body: (sql: string) => string,
-): PGliteFunction {
-  const names = statement.params.map((param) => (param as Placeholder).name)
+): DirectStatement {
+  const names = placeholderNames(statement)
   const types = names.map((argument) => {
     const type = argumentTypes[argument]
     if (type === undefined) {

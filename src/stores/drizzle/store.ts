@@ -116,6 +116,16 @@ export const asBoolean = (value: unknown) => value === true || value === 't' || 
 export const millisecondsFrom = (milliseconds: SQLWrapper | number) =>
   sql`now() + ${milliseconds}::float8 * interval '1 millisecond'`
 
+/**
+ * `query` kept out of drizzle's query cache (its `cache` option, drizzle 0.44+): the store's
+ * selects write (the claim) or must see what other statements wrote. Before 0.44 there is no
+ * cache, and nothing to do.
+ */
+export function uncached<TQuery>(query: TQuery): TQuery {
+  const cacheable = query as { $withCache?: (config: false) => TQuery }
+  return typeof cacheable.$withCache === 'function' ? cacheable.$withCache(false) : query
+}
+
 // How often a claim re-runs when it read nothing (see claim below); each re-run sees a newer
 // snapshot, so the second one practically always answers.
 export const maxClaimAttempts = 10
@@ -239,19 +249,21 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   // `state`: 0 the standing record refused the claim, 1 claimed, 2 claimed by takeover.
   // The three branches exclude each other, so at most one row comes back; `limit 1` stops the
   // scan there, and a replay (the second branch) never reads the table a second time.
-  const claimQuery = db
-    .with(done, claimed)
-    .select({
-      state: sql<number>`r.state`,
-      fingerprint: sql<string>`r.fingerprint`,
-      status: sql<RecordStatus>`r.status`,
-      response: sql<string | null>`r.response`,
-      leaseToken: sql<string>`r.lease_token`,
-      lockedUntil: epochMs(sql`r.locked_until`),
-      expiresAt: epochMs(sql`r.expires_at`),
-      now: epochMs(sql`now()`),
-    })
-    .from(sql`(
+  // Never from a cache in front of drizzle: this select has an INSERT in it.
+  const claimQuery = uncached(
+    db
+      .with(done, claimed)
+      .select({
+        state: sql<number>`r.state`,
+        fingerprint: sql<string>`r.fingerprint`,
+        status: sql<RecordStatus>`r.status`,
+        response: sql<string | null>`r.response`,
+        leaseToken: sql<string>`r.lease_token`,
+        lockedUntil: epochMs(sql`r.locked_until`),
+        expiresAt: epochMs(sql`r.expires_at`),
+        now: epochMs(sql`now()`),
+      })
+      .from(sql`(
       select case when takeover then 2 else 1 end as state, null::text as fingerprint,
         null::text as status, null::text as response, null::text as lease_token,
         locked_until, expires_at
@@ -269,10 +281,8 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         for share
       ) as standing
       limit 1
-    ) as r`)
-    // Never from a cache in front of drizzle (its `cache` option): this select has an INSERT in
-    // it, and the record changes through statements drizzle does not see.
-    .$withCache(false)
+    ) as r`),
+  )
   const claimParameters = claimQuery.toSQL().params
   if (claimParameters[0] !== p.scope || claimParameters[1] !== p.key) {
     throw new Error(
@@ -355,12 +365,12 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     .returning({ key: table.key })
     .prepare(statementName('release'))
 
-  const getStatement = db
-    .select(recordFields(sql`${table}.`))
-    .from(table)
-    .where(and(eq(table.scope, p.scope), eq(table.key, p.key)))
-    .$withCache(false)
-    .prepare(statementName('get'))
+  const getStatement = uncached(
+    db
+      .select(recordFields(sql`${table}.`))
+      .from(table)
+      .where(and(eq(table.scope, p.scope), eq(table.key, p.key))),
+  ).prepare(statementName('get'))
 
   // Locks the batch with SKIP LOCKED so a sweep never waits on (or blocks) a claim of the same
   // row, and re-checks expiry in the DELETE itself.
@@ -373,12 +383,12 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       for update skip locked
     ) and expires_at <= now()
     returning 1`)
-  const sweepStatement = db
-    .with(swept)
-    .select({ deleted: sql<number>`count(*)::int`.mapWith(Number) })
-    .from(sql`swept`)
-    .$withCache(false)
-    .prepare(statementName('sweep'))
+  const sweepStatement = uncached(
+    db
+      .with(swept)
+      .select({ deleted: sql<number>`count(*)::int`.mapWith(Number) })
+      .from(sql`swept`),
+  ).prepare(statementName('sweep'))
 
   return {
     table,

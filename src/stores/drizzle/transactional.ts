@@ -16,6 +16,7 @@ import {
   postgresErrorCode,
   recordFields,
   toRecord,
+  uncached,
 } from './store'
 import type { IdempotencyTable } from './table'
 
@@ -64,15 +65,16 @@ function createStoreTransaction<TTransaction>(
 ): StoreTransaction<TTransaction> {
   /** Sets `lock_timeout` for the rest of the transaction; returns the value it replaced. */
   async function setLockTimeout(value: string): Promise<string> {
-    const [row] = await tx
-      .select({
-        previous: sql<string>`p.previous`,
-        applied: sql<string>`set_config('lock_timeout', ${value}, true)`,
-      })
-      // The subquery reads the caller's setting before the outer row sets the new one.
-      .from(sql`(select current_setting('lock_timeout') as previous offset 0) as p`)
-      // Never from a drizzle query cache: the statement is run for its side effect.
-      .$withCache(false)
+    // Never from a drizzle query cache: the statement is run for its side effect.
+    const [row] = await uncached(
+      tx
+        .select({
+          previous: sql<string>`p.previous`,
+          applied: sql<string>`set_config('lock_timeout', ${value}, true)`,
+        })
+        // The subquery reads the caller's setting before the outer row sets the new one.
+        .from(sql`(select current_setting('lock_timeout') as previous offset 0) as p`),
+    )
     return row?.previous ?? '0'
   }
 
@@ -92,14 +94,16 @@ function createStoreTransaction<TTransaction>(
         ${millisecondsFrom(input.ttlMs)})
       on conflict (scope, key) do nothing
       returning scope, key, fingerprint, status, response, lease_token, locked_until, expires_at`)
-    const [row] = await tx
-      .with(inserted)
-      .select({
-        claimed: sql<boolean>`r.claimed`.mapWith(asBoolean),
-        ...recordFields(sql`r.`),
-        now: epochMs(sql`now()`),
-      })
-      .from(sql`(
+    // Never from a drizzle query cache: it has an INSERT in it (see the store's claim).
+    const [row] = await uncached(
+      tx
+        .with(inserted)
+        .select({
+          claimed: sql<boolean>`r.claimed`.mapWith(asBoolean),
+          ...recordFields(sql`r.`),
+          now: epochMs(sql`now()`),
+        })
+        .from(sql`(
         select true as claimed, scope, key, fingerprint, status, response, lease_token,
           locked_until, expires_at
         from inserted
@@ -108,9 +112,8 @@ function createStoreTransaction<TTransaction>(
           expires_at
         from ${table}
         where scope = ${input.scope} and key = ${input.key} and not exists (select 1 from inserted)
-      ) as r`)
-      // Never from a drizzle query cache: it has an INSERT in it (see the store's claim).
-      .$withCache(false)
+      ) as r`),
+    )
     return row
   }
 
