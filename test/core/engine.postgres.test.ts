@@ -2,7 +2,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import { afterAll, describe } from 'vitest'
 import { useTestTables } from '../stores/drizzle-fixtures'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { describeAcceptance } from './acceptance'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
@@ -12,7 +12,7 @@ describe.skipIf(!databaseUrl)(`engine on PostgreSQL [postgres]${skipped}`, () =>
   const client = postgres(databaseUrl ?? '', { max: 10, onnotice: () => {} })
   afterAll(() => client.end())
   const db = drizzle({ client })
-  const schema = 'im_test_engine_postgres'
+  const schema = testSchema('im_test_engine_postgres')
   const tables = useTestTables(() => db, schema)
 
   describeAcceptance({

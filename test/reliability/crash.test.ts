@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { type Child, killChildren, spawnChild } from './fixtures/children'
 import {
   connect,
@@ -12,7 +12,7 @@ import {
 import { createHttpClient, report } from './fixtures/http'
 import { type Adapter, callOrder } from './fixtures/storm'
 
-const schema = 'im_rel_crash'
+const schema = testSchema('im_rel_crash')
 const table = 'keys'
 // Short leases, so a dead executor's key comes back within the test. The executor that crashes
 // holds a longer one, so the test's check that its key is still held (409) has room to run

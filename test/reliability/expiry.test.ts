@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createIdempotency } from '../../src'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { startApp } from './fixtures/app'
 import { connect, createStore, dropSchema, executionsOf, resetSchema } from './fixtures/database'
 import { createHttpClient, report } from './fixtures/http'
 import { callOrder } from './fixtures/storm'
 
-const schema = 'im_rel_expiry'
+const schema = testSchema('im_rel_expiry')
 const where = databaseUrl
   ? 'on PostgreSQL [postgres]'
   : 'on PGlite (DATABASE_URL is not set: the real-PostgreSQL run is skipped)'

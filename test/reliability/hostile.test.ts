@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { type App, startApp } from './fixtures/app'
 import {
   connect,
@@ -12,7 +12,7 @@ import {
 import { createHttpClient, RawJson, report } from './fixtures/http'
 import { type Adapter, callOrder } from './fixtures/storm'
 
-const schema = 'im_rel_hostile'
+const schema = testSchema('im_rel_hostile')
 const table = 'keys'
 const where = databaseUrl
   ? 'on PostgreSQL [postgres]'

@@ -1,13 +1,13 @@
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createIdempotency, createMemoryStore } from '../../src'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { type App, startApp } from './fixtures/app'
 import { connect, createStore, dropSchema, executionsOf, resetSchema } from './fixtures/database'
 import { createHttpClient, report } from './fixtures/http'
 import { type Adapter, callOrder, gateOnArrivals } from './fixtures/storm'
 
-const schema = 'im_rel_isolation'
+const schema = testSchema('im_rel_isolation')
 const where = databaseUrl
   ? 'on PostgreSQL [postgres]'
   : 'on PGlite (DATABASE_URL is not set: the real-PostgreSQL run is skipped)'

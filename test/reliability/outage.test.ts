@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { startApp } from './fixtures/app'
 import {
   connect,
@@ -17,7 +17,7 @@ import { observeStore } from './fixtures/observed-store'
 import { startProxy, type TcpProxy } from './fixtures/proxy'
 import { type Adapter, callOrder } from './fixtures/storm'
 
-const schema = 'im_rel_outage'
+const schema = testSchema('im_rel_outage')
 const lockTimeout = 2000
 
 const unavailable: Record<Adapter, string> = {

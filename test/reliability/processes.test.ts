@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { type Child, killChildren, spawnChild } from './fixtures/children'
 import { connect, dropSchema, executionsOf, resetSchema } from './fixtures/database'
 import { createHttpClient, report } from './fixtures/http'
 import { type Adapter, type Concurrency, callOrder, expectOneExecution } from './fixtures/storm'
 
-const schema = 'im_rel_processes'
+const schema = testSchema('im_rel_processes')
 const processes = 4
 const callers = 500
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { startApp } from './fixtures/app'
 import { connect, createStore, dropSchema, executionsOf, resetSchema } from './fixtures/database'
 import { createHttpClient, report } from './fixtures/http'
@@ -11,7 +11,7 @@ import {
   gateOnArrivals,
 } from './fixtures/storm'
 
-const schema = 'im_rel_storm'
+const schema = testSchema('im_rel_storm')
 // PGlite answers one query at a time, so its storm is smaller: 500 waiters polling it would
 // only measure its queue.
 const callers = databaseUrl ? 500 : 100

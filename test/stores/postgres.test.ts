@@ -7,7 +7,7 @@ import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { ClaimInput } from '../../src'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { describeStoreConformance } from './conformance'
 import { describeDrizzleBehaviour } from './drizzle-behaviour'
 import { statementCounter, useTestTables } from './drizzle-fixtures'
@@ -36,7 +36,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
     const db = drizzlePostgresJs({ client })
     const counter = statementCounter()
     const countedDb = drizzlePostgresJs({ client: counted, logger: counter.logger })
-    const tables = useTestTables(() => db, 'im_test_store_postgresjs')
+    const tables = useTestTables(() => db, testSchema('im_test_store_postgresjs'))
 
     describeStoreConformance({
       name: 'drizzle on postgres.js [postgres]',
@@ -128,7 +128,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
     const db = drizzleNodePg({ client: pool })
     const counter = statementCounter()
     const countedDb = drizzleNodePg({ client: counted, logger: counter.logger })
-    const tables = useTestTables(() => db, 'im_test_store_nodepg')
+    const tables = useTestTables(() => db, testSchema('im_test_store_nodepg'))
 
     describeStoreConformance({
       name: 'drizzle on node-postgres [postgres]',

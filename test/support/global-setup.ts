@@ -1,7 +1,11 @@
-import { databaseUrl, redisUrl } from './env'
+import postgres from 'postgres'
+import { databaseUrl, redisUrl, testSchemaSuffix } from './env'
 
-/** Prints, once per run, which service-backed suites run and which are skipped. */
-export default function setup(): void {
+/**
+ * Prints, once per run, which service-backed suites run and which are skipped, and drops the
+ * test schemas of runs that were killed before they cleaned up.
+ */
+export default async function setup(): Promise<void> {
   const ran: string[] = ['memory', 'PGlite']
   const skipped: string[] = []
   ;(databaseUrl ? ran : skipped).push('PostgreSQL (DATABASE_URL)')
@@ -10,4 +14,31 @@ export default function setup(): void {
     ? `[idempotent-mutations tests] stores: ${ran.join(', ')}; skipped suites: ${skipped.join(', ')} (variable not set)`
     : `[idempotent-mutations tests] stores: ${ran.join(', ')}; no suite skipped`
   console.log(line)
+  if (databaseUrl) await dropOrphanedSchemas(databaseUrl)
+}
+
+/** Drops `im_…_p<pid>` schemas (see testSchema) whose process no longer runs. */
+async function dropOrphanedSchemas(url: string): Promise<void> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    const rows = await sql<{ name: string }[]>`
+      select nspname as name from pg_namespace where nspname like 'im\_%'`
+    for (const { name } of rows) {
+      const pid = testSchemaSuffix.exec(name)?.[1]
+      if (pid === undefined || isRunning(Number(pid))) continue
+      await sql.unsafe(`drop schema if exists "${name}" cascade`)
+    }
+  } finally {
+    await sql.end()
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: it runs under another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
 }

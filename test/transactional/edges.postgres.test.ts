@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { sql } from 'drizzle-orm'
 import { describe, expect, it, vi } from 'vitest'
 import { fingerprint, type IdempotencyEvent } from '../../src'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { deferred, insertOrder, untilServerTime, usePostgres, waitForLockWaiter } from './fixtures'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
@@ -12,8 +12,8 @@ const scope = JSON.stringify(['', operation])
 describe.skipIf(!databaseUrl)(
   `transactional mode, edge cases on PostgreSQL [postgres]${skipped}`,
   () => {
-    const pg = usePostgres(databaseUrl, 'im_tx_edges', { max: 20 })
-    const serializable = usePostgres(databaseUrl, 'im_tx_edges_serializable', {
+    const pg = usePostgres(databaseUrl, testSchema('im_tx_edges'), { max: 20 })
+    const serializable = usePostgres(databaseUrl, testSchema('im_tx_edges_serializable'), {
       max: 12,
       isolation: 'serializable',
     })
@@ -107,7 +107,7 @@ describe.skipIf(!databaseUrl)(
         expect(refused).toMatchObject({ claimed: false, record: { status: 'completed' } })
         // Another connection locks the row at once while this transaction is still open.
         return pg.db.execute(
-          sql`select 1 from "im_tx_edges"."keys" where scope = ${scope} and key = ${key} for update nowait`,
+          sql`select 1 from ${sql.identifier(pg.schema)}."keys" where scope = ${scope} and key = ${key} for update nowait`,
         )
       })
       expect(locked).toHaveLength(1)
@@ -146,7 +146,7 @@ describe.skipIf(!databaseUrl)(
         idempotency.execute(request, async () => 'must not run'),
       )
       // Every duplicate has taken its snapshot and waits on the first transaction's row.
-      await waitForLockWaiter(serializable.db, '"im_tx_edges_serializable"."keys"', 10)
+      await waitForLockWaiter(serializable.db, `"${serializable.schema}"."keys"`, 10)
       finish.resolve()
 
       const done = await first

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { describe, expect, it, vi } from 'vitest'
 import { IdempotencyError, type IdempotencyEvent } from '../../src'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { deferred, insertOrder, OutOfStock, usePostgres, waitForLockWaiter } from './fixtures'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
@@ -9,9 +9,12 @@ const operation = 'orders.create'
 
 describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${skipped}`, () => {
   // 20 connections: every waiting duplicate holds one while its claim waits on the first.
-  const pg = usePostgres(databaseUrl, 'im_tx_engine', { max: 20 })
+  const pg = usePostgres(databaseUrl, testSchema('im_tx_engine'), { max: 20 })
   // A second schema whose orders.ref is unique, checked at COMMIT: a commit that fails.
-  const strict = usePostgres(databaseUrl, 'im_tx_engine_commit', { max: 2, uniqueRef: true })
+  const strict = usePostgres(databaseUrl, testSchema('im_tx_engine_commit'), {
+    max: 2,
+    uniqueRef: true,
+  })
 
   it('a committed handler is replayed from the record: the handler runs once, one row exists', async () => {
     const idempotency = pg.engine()
@@ -166,7 +169,7 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
     )
     // The second claim is now blocked on the first transaction's uncommitted row: Postgres
     // reports it as a lock wait, the readiness signal this test waits for.
-    await waitForLockWaiter(pg.db, '"im_tx_engine"."keys"')
+    await waitForLockWaiter(pg.db, `"${pg.schema}"."keys"`)
     fail.resolve()
 
     await expect(first).rejects.toThrow('connection reset')

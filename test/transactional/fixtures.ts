@@ -60,7 +60,7 @@ export function usePostgres(
     await db.execute(sql.raw(`drop schema if exists "${schema}" cascade`))
     await client.end()
   })
-  return { client, db, store, ...helpers(db, tables.orders, store) }
+  return { client, db, schema, store, ...helpers(db, tables.orders, store) }
 }
 
 /** The same on PGlite (one embedded connection). */

@@ -1,12 +1,12 @@
 import { fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import type { ExecutorConfig, ExecutorMessage } from './child/executor'
 import { insertOrder, usePostgres, waitForLockWaiter } from './fixtures'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
-const schema = 'im_tx_kill'
+const schema = testSchema('im_tx_kill')
 const operation = 'orders.create'
 const executorScript = fileURLToPath(new URL('./child/executor.ts', import.meta.url))
 const repositoryRoot = fileURLToPath(new URL('../..', import.meta.url))

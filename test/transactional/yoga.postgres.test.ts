@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseUrl } from '../support/env'
+import { databaseUrl, testSchema } from '../support/env'
 import { insertOrder, usePostgres } from './fixtures'
 import { serveYoga } from './servers'
 
@@ -16,7 +16,7 @@ describe.skipIf(!databaseUrl)(
   `GraphQL Yoga transactional plugin over HTTP on PostgreSQL [postgres]${skipped}`,
   () => {
     // orders.ref is unique, checked at COMMIT: one test makes a commit fail with it.
-    const pg = usePostgres(databaseUrl, 'im_tx_yoga', { max: 20, uniqueRef: true })
+    const pg = usePostgres(databaseUrl, testSchema('im_tx_yoga'), { max: 20, uniqueRef: true })
     const start = () => serveYoga(pg.engine({ concurrency: 'wait', waitTimeout: '20s' }), pg.orders)
     let server: Awaited<ReturnType<typeof start>>
     beforeAll(async () => {
