@@ -1,4 +1,5 @@
-import { sql } from 'drizzle-orm'
+import { getTableName, sql } from 'drizzle-orm'
+import { Cache, type MutationOption } from 'drizzle-orm/cache/core'
 import { afterAll, beforeAll } from 'vitest'
 import {
   createDrizzleStore,
@@ -44,5 +45,51 @@ export function statementCounter() {
       await action()
       return statements.length - before
     },
+  }
+}
+
+/** A drizzle query cache that keeps every select's result until a drizzle write to its table. */
+export class EverythingCache extends Cache {
+  readonly entries = new Map<string, unknown[]>()
+  override strategy() {
+    return 'all' as const
+  }
+  override async get(key: string) {
+    return this.entries.get(key)
+  }
+  override async put(key: string, response: unknown) {
+    this.entries.set(key, response as unknown[])
+  }
+  override async onMutate() {
+    this.entries.clear()
+  }
+}
+
+/**
+ * A drizzle query cache that, like drizzle's own Upstash cache, forgets a select's result only
+ * when a drizzle write touches a table the select read: a select of no table (`set_config`,
+ * `current_setting`) is answered from the cache forever after its first run.
+ */
+export class TableCache extends Cache {
+  readonly entries = new Map<string, { response: unknown[]; tables: string[] }>()
+  hits = 0
+  override strategy() {
+    return 'all' as const
+  }
+  override async get(key: string) {
+    const entry = this.entries.get(key)
+    if (entry) this.hits++
+    return entry?.response
+  }
+  override async put(key: string, response: unknown, tables: string[]) {
+    this.entries.set(key, { response: response as unknown[], tables })
+  }
+  override async onMutate({ tables = [] }: MutationOption) {
+    const names = (Array.isArray(tables) ? tables : [tables]).map((table) =>
+      typeof table === 'string' ? table : getTableName(table),
+    )
+    for (const [key, entry] of this.entries) {
+      if (entry.tables.some((table) => names.includes(table))) this.entries.delete(key)
+    }
   }
 }

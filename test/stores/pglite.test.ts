@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import { PGlite } from '@electric-sql/pglite'
-import { Cache } from 'drizzle-orm/cache/core'
 import { drizzle } from 'drizzle-orm/pglite'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { createIdempotency } from '../../src'
@@ -8,7 +7,7 @@ import { idempotencyKeys } from '../../src/stores/drizzle'
 import { describeAcceptance } from '../core/acceptance'
 import { describeStoreConformance } from './conformance'
 import { describeDrizzleBehaviour } from './drizzle-behaviour'
-import { statementCounter, useTestTables } from './drizzle-fixtures'
+import { EverythingCache, statementCounter, useTestTables } from './drizzle-fixtures'
 
 // Everything that runs on PGlite shares this file's one instance: a new one takes seconds to
 // start (much longer on a busy machine).
@@ -26,23 +25,6 @@ describeStoreConformance({
   createStore: () => tables.createStore(),
   concurrency: 100,
 })
-
-/** A drizzle query cache that keeps every select's result until a drizzle write to its table. */
-class EverythingCache extends Cache {
-  readonly entries = new Map<string, unknown[]>()
-  override strategy() {
-    return 'all' as const
-  }
-  override async get(key: string) {
-    return this.entries.get(key)
-  }
-  override async put(key: string, response: unknown) {
-    this.entries.set(key, response as unknown[])
-  }
-  override async onMutate() {
-    this.entries.clear()
-  }
-}
 
 // The store's selects must never be answered from drizzle's cache: the claim has an INSERT in
 // it, and the record changes through statements drizzle does not see (the session functions).

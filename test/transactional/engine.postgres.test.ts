@@ -1,6 +1,7 @@
-import { sql } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import { describe, expect, it, vi } from 'vitest'
 import { IdempotencyError, type IdempotencyEvent } from '../../src'
+import { TableCache } from '../stores/drizzle-fixtures'
 import { databaseUrl, testSchema } from '../support/env'
 import { deferred, insertOrder, OutOfStock, usePostgres, waitForLockWaiter } from './fixtures'
 
@@ -216,3 +217,64 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
     expect(await strict.recordOf(operation, key)).toMatchObject({ status: 'completed' })
   })
 })
+
+describe.skipIf(!databaseUrl)(
+  `transactional engine behind a drizzle query cache, on PostgreSQL [postgres]${skipped}`,
+  () => {
+    // A cache that answers repeated selects until a write to a table they read; a select of no
+    // table is answered from it forever. Transactional mode's own selects (the lock_timeout swap
+    // and its restore, the claim) must still run each time.
+    const cache = new TableCache()
+    const pg = usePostgres(databaseUrl, testSchema('im_tx_engine_cached'), { max: 20, cache })
+
+    it('the cache answers repeated selects of the same database', async () => {
+      const ref = pg.newKey('stale')
+      const read = () => pg.storeDb.select().from(pg.orders).where(eq(pg.orders.ref, ref))
+      expect(await read()).toEqual([])
+      // Written around the cache (another database object): the cached answer goes stale.
+      await insertOrder(pg.db, pg.orders, ref, 'stool')
+      expect(await read()).toEqual([])
+      expect(await pg.orderCount(ref)).toBe(1)
+      expect(cache.hits).toBeGreaterThan(0)
+    })
+
+    // The second round is the one a cached lock_timeout swap would break: its duplicate would
+    // wait on the first transaction's row lock without a bound, past the test's timeout.
+    it.each([1, 2, 3])(
+      'round %i: a duplicate gets 409 after rejectAfter, the retry replays, the handler sees the caller lock_timeout',
+      async () => {
+        const idempotency = pg.engine({ concurrency: 'reject', rejectAfter: '50ms' })
+        const key = pg.newKey('cached')
+        const inside = deferred()
+        const finish = deferred()
+        const readLockTimeout = sql`select current_setting('lock_timeout') as lock_timeout`
+        const [outside] = await pg.db.execute<{ lock_timeout: string }>(readLockTimeout)
+        const request = { key, operation, payload: { item: 'lamp' }, transactional: true } as const
+        const handler = vi.fn(async ({ tx }: { tx: unknown }) => {
+          const [setting] = await (tx as typeof pg.db).execute<{ lock_timeout: string }>(
+            readLockTimeout,
+          )
+          const order = await insertOrder(tx, pg.orders, key, 'lamp')
+          inside.resolve()
+          await finish.promise
+          return { ...order, lockTimeout: setting?.lock_timeout }
+        })
+        const first = idempotency.execute(request, handler)
+        await inside.promise
+
+        await expect(idempotency.execute(request, handler)).rejects.toMatchObject({
+          code: 'IN_PROGRESS',
+        })
+        finish.resolve()
+        const done = await first
+        expect(done.value.lockTimeout).toBe(outside?.lock_timeout)
+        expect(await idempotency.execute(request, handler)).toEqual({
+          value: done.value,
+          replayed: true,
+        })
+        expect(handler).toHaveBeenCalledTimes(1)
+        expect(await pg.orderCount(key)).toBe(1)
+      },
+    )
+  },
+)

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { PGlite } from '@electric-sql/pglite'
 import { and, count, eq, sql } from 'drizzle-orm'
+import type { Cache } from 'drizzle-orm/cache/core'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
@@ -39,7 +40,13 @@ function engineOptions(events: IdempotencyEvent[]) {
 export function usePostgres(
   url: string | undefined,
   schema: string,
-  options: { max?: number; uniqueRef?: boolean; isolation?: 'serializable' } = {},
+  options: {
+    max?: number
+    uniqueRef?: boolean
+    isolation?: 'serializable'
+    /** A drizzle query cache in front of the store's database (the helpers read around it). */
+    cache?: Cache
+  } = {},
 ) {
   const client = postgres(url ?? 'postgres://unset', {
     max: options.max ?? 20,
@@ -50,8 +57,9 @@ export function usePostgres(
       : {}),
   })
   const db = drizzle({ client })
+  const storeDb = options.cache ? drizzle({ client, cache: options.cache }) : db
   const tables = defineTables(schema)
-  const store = createDrizzleStore(db, { table: tables.keys })
+  const store = createDrizzleStore(storeDb, { table: tables.keys })
   beforeAll(async () => {
     await createTables(db, schema, options.uniqueRef ?? false)
     await store.ensureTable()
@@ -60,7 +68,7 @@ export function usePostgres(
     await db.execute(sql.raw(`drop schema if exists "${schema}" cascade`))
     await client.end()
   })
-  return { client, db, schema, store, ...helpers(db, tables.orders, store) }
+  return { client, db, storeDb, schema, store, ...helpers(db, tables.orders, store) }
 }
 
 /** The same on PGlite (one embedded connection). */
