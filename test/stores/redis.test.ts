@@ -3,6 +3,13 @@ import { createRedisStore, type RedisStore } from 'idempotent-mutations/redis'
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
+  claimScript,
+  completeScript,
+  getScript,
+  releaseScript,
+  versionGuard,
+} from '../../src/stores/redis/scripts'
+import {
   claimInput,
   clientKinds,
   closeClient,
@@ -48,40 +55,45 @@ describe.skipIf(!redisUrl).each(clientKinds)(
     })
 
     it('keeps each record as one string under <prefix>{<hash of scope and key>}: a JSON header line, then the response', async () => {
-      const input = claimInput({ key: 'has{braces}in-it\nand a "quoted" newline' })
+      const input = claimInput({
+        key: 'has{braces}in-it\nand a "quoted" newline',
+        lockTimeoutMs: 60_000,
+        ttlMs: 3_600_000,
+      })
       const claim = await store.claim(input)
       const recordKey = store.recordKey(input.scope, input.key)
       // One pair of braces, right after the prefix, around a hash of the length-prefixed parts:
       // however many braces the client's key has, Redis Cluster keeps the record on one slot.
       // Pinned exactly: the layout names stored data, so changing it strands existing records.
       const hash = createHash('sha256')
-      for (const part of ['idempotent-mutations/redis/v2', input.scope, input.key]) {
+      for (const part of ['idempotent-mutations/redis/v3', input.scope, input.key]) {
         hash.update(`${part.length}:${part}`)
       }
       expect(recordKey).toBe(`${ownPrefix}{${hash.digest('base64url')}}`)
       expect(await keysWithPrefix(admin, ownPrefix)).toContain(recordKey)
       expect(await admin.type(recordKey)).toBe('string')
       // In progress: the header alone, its fields in this order (the scripts read by position).
+      // It holds no time: expiresAt is the key's expiry, lockedUntil that less the lease field.
       const header = {
         status: 'in_progress',
         leaseToken: input.leaseToken,
-        expiresAt: claim.record.expiresAt,
-        lockedUntil: claim.record.lockedUntil,
+        leaseEndsBeforeExpiryMs: 3_600_000 - 60_000,
         takeover: false,
         fingerprint: input.fingerprint,
         scope: input.scope,
         key: input.key,
       }
       expect(await admin.get(recordKey)).toBe(JSON.stringify(header))
+      expect(Number(await admin.call('PEXPIRETIME', recordKey))).toBe(claim.record.expiresAt)
 
-      // Completed: status and expiresAt change, and the response follows the first newline.
+      // Completed: the status changes, the lease field becomes the completion's ttl, and the
+      // response follows the first newline.
       await store.complete({ ...input, response: '{"json":"line 1\nline 2"}', ttlMs: 60_000 })
-      const completed = await store.get(input.scope, input.key)
       const [storedHeader, ...rest] = (await admin.get(recordKey))?.split('\n') ?? []
       expect(JSON.parse(storedHeader ?? '')).toEqual({
         ...header,
         status: 'completed',
-        expiresAt: completed?.expiresAt,
+        leaseEndsBeforeExpiryMs: 60_000,
       })
       expect(Object.keys(JSON.parse(storedHeader ?? ''))).toEqual(Object.keys(header))
       expect(rest.join('\n')).toBe('{"json":"line 1\nline 2"}')
@@ -118,6 +130,33 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       if (duplicate.claimed) throw new Error('expected the standing record')
       expect(duplicate.now).toBeGreaterThanOrEqual(claimedAt)
       expect(duplicate.now).toBeLessThanOrEqual(await serverTime(admin))
+    })
+
+    it("reports a completed record's lockedUntil as the time it was completed, on the server clock", async () => {
+      const input = claimInput({ lockTimeoutMs: 60_000, ttlMs: 3_600_000 })
+      const claim = await store.claim(input)
+      const before = await serverTime(admin)
+      expect(await store.complete({ ...input, response: 'r', ttlMs: 120_000 })).toBe(true)
+      const after = await serverTime(admin)
+      const completed = await store.get(input.scope, input.key)
+      // The lease ended when the outcome was recorded: expiresAt is that moment plus the ttl.
+      expect(completed?.expiresAt).toBe((completed?.lockedUntil ?? 0) + 120_000)
+      expect(completed?.lockedUntil).toBeGreaterThanOrEqual(before)
+      expect(completed?.lockedUntil).toBeLessThanOrEqual(after)
+      expect(completed?.lockedUntil).toBeLessThan(claim.record.lockedUntil)
+      // A replay reads the same record.
+      const replay = await store.claim({ ...input, leaseToken: randomUUID() })
+      expect(replay).toMatchObject({ claimed: false, record: completed })
+    })
+
+    it('keeps a zero ttl for 1 ms, the shortest TTL Redis has', async () => {
+      const input = claimInput({ lockTimeoutMs: 0, ttlMs: 0 })
+      const claim = await store.claim(input)
+      expect(claim).toMatchObject({ claimed: true, takeover: false })
+      expect(claim.record.expiresAt - claim.record.lockedUntil).toBe(1)
+      const again = claimInput({ lockTimeoutMs: 0, ttlMs: 60_000 })
+      await store.claim(again)
+      expect(await store.complete({ ...again, response: 'r', ttlMs: 0 })).toBe(true)
     })
 
     it('rounds durations to whole milliseconds, so a claim reports the times it stored', async () => {
@@ -210,8 +249,34 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       }
     })
 
+    it('reads the standing lease from its own header when its token is longer or shorter than the claimer’s', async () => {
+      for (const [holder, claimer] of [
+        ['t', `t-${'x'.repeat(60)}`],
+        [`t-${'x'.repeat(60)}`, 't'],
+      ] as const) {
+        // A zero lease has expired for every later claim; another payload must get it unchanged.
+        const input = claimInput({ leaseToken: holder, lockTimeoutMs: 0 })
+        const original = await store.claim(input)
+        const other = await store.claim({ ...input, leaseToken: claimer, fingerprint: 'fp-2' })
+        expect(other).toMatchObject({ claimed: false, record: original.record })
+        // The same payload takes it over, with its own times.
+        const taken = await store.claim({ ...input, leaseToken: claimer, lockTimeoutMs: 60_000 })
+        expect(taken).toMatchObject({ claimed: true, takeover: true })
+        expect(taken.record.lockedUntil).toBe(taken.record.expiresAt - input.ttlMs + 60_000)
+        expect(await store.get(input.scope, input.key)).toEqual(taken.record)
+      }
+    })
+
     it('keeps tokens, keys, scopes and fingerprints that look like its own layout exactly', async () => {
-      const awkward = ['', 'a"', 'a\\', 'line\nbreak', '","expiresAt":1,"lockedUntil":2,', 'é漢🙂']
+      const awkward = [
+        '',
+        'a"',
+        'a\\',
+        'line\nbreak',
+        '","expiresAt":1,"lockedUntil":2,',
+        ',"leaseEndsBeforeExpiryMs":5,"takeover":false,',
+        'é漢🙂',
+      ]
       for (const text of awkward) {
         const input = claimInput({
           scope: `["${text}","op"]`,
@@ -317,6 +382,24 @@ describe.skipIf(!redisUrl).each(clientKinds)(
     })
   },
 )
+
+describe.skipIf(!redisUrl)(`[redis] Redis version check${noRedis}`, () => {
+  it('refuses a server before Redis 7.0 with an error that says so', async () => {
+    // `redis.REDIS_VERSION_NUM` came with 7.0: hidden, the guard sees an older server.
+    const olderServer =
+      'local redis = setmetatable({ REDIS_VERSION_NUM = false }, { __index = redis })\n' +
+      `${versionGuard}\nreturn 'ran'`
+    await expect(admin.eval(olderServer, 0)).rejects.toThrow(
+      'the Redis store needs Redis 7.0 or newer',
+    )
+    expect(await admin.eval(`${versionGuard}\nreturn 'ran'`, 0)).toBe('ran')
+    // Every script that needs 7.0 (PEXPIRETIME, SET … NX GET) starts with the guard.
+    for (const script of [claimScript, getScript]) {
+      expect(script.source.startsWith(versionGuard)).toBe(true)
+    }
+    expect(completeScript.source + releaseScript.source).not.toMatch(/PEXPIRETIME|NX/)
+  })
+})
 
 describe.skipIf(!redisUrl)(`[redis] Redis store across clients${noRedis}`, () => {
   it('lets an ioredis and a node-redis client share the same records', async () => {

@@ -15,34 +15,54 @@ function script(name: string, source: string): LuaScript {
  * A record is one Redis string: a header line of JSON, then, for a completed record with a
  * body, '\n' and the response exactly as given.
  *
- *   {"status":"in_progress","leaseToken":"…","expiresAt":…,"lockedUntil":…,"takeover":false,
+ *   {"status":"in_progress","leaseToken":"…","leaseEndsBeforeExpiryMs":…,"takeover":false,
  *    "fingerprint":"…","scope":"…","key":"…"}
  *
- * The scripts never parse JSON: they write the header by concatenation, in this field order,
- * and read it by position. The client sends the strings in it already JSON-encoded (the token
- * alone; fingerprint, scope and key as the header's ready-made tail), so the header is valid
- * JSON, and JSON escapes every newline and quote inside a string: the first '\n' ends the
- * header, and `,"` never occurs inside a string. A script's time goes on its redis.call()s and
- * on the strings it makes (each one an allocation the Lua GC pays for later), hence one string
- * per record, no cjson and no per-field splitting. Times are whole milliseconds (the client
- * rounds durations), formatted with '%d': tostring() switches to exponent notation past 14
- * digits, and '%.0f' costs more.
+ * The header holds no clock reading. `expiresAt` is the key's own Redis expiry (PEXPIRETIME),
+ * and `lockedUntil` is `expiresAt - leaseEndsBeforeExpiryMs`: the claim writes `SET … PX ttl`
+ * with `ttl - lockTimeout` in the header, and the completion `SET … PX ttl` with `ttl` (its lease
+ * ended when it completed). So no script reads TIME or formats a number on the first
+ * execution's path (each number in a header is a string the client sent), and every time is
+ * still the Redis server's, exact to the millisecond. PEXPIRETIME and `SET … NX GET` need
+ * Redis 7.0.
  *
- * Written only by these scripts, so every change is atomic; Redis deletes the key at expiresAt
- * (SET … PXAT, Redis 6.2+).
+ * The scripts never parse JSON: they read the header by position and write it by
+ * concatenation, in this field order. The client builds a claim's header whole, with its
+ * strings JSON-encoded, so the header is valid JSON, and JSON escapes every newline and quote
+ * inside a string: the first '\n' ends the header, and `,"` never occurs inside a string. A
+ * script's time goes on its redis.call()s and on the strings it makes (each one an allocation
+ * the Lua GC pays for later), hence one string per record, no cjson, no per-field splitting,
+ * and no concatenation on a claim of a free key.
+ *
+ * Written only by these scripts, so every change is atomic; Redis deletes the key when it
+ * expires.
  */
 
 // The header up to the token; the token's JSON string starts right after it (byte 38).
 const inProgressHead = '{"status":"in_progress","leaseToken":'
 const tokenAt = inProgressHead.length + 1
+// Follows the token in both statuses; its number ends at the next ','.
+const leaseField = ',"leaseEndsBeforeExpiryMs":'
+// Follows the lease field's number; the tail (fingerprint, scope, key) follows it.
+const takeoverFalse = ',"takeover":false'
+const takeoverTrue = ',"takeover":true'
 
-// Every time comes from the Redis server's clock (TIME), so app servers with skewed clocks agree
-// on leases and expiry. TIME before a write needs effects replication, the default since Redis 5
-// (and the only mode in 7), so no redis.replicate_commands() call: PXAT needs 6.2 anyway.
-const serverNow = `
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-`
+/**
+ * The header of the record a claim writes, as the claim script expects it (see above): `token`
+ * and `tail` (from `,"fingerprint"` to the closing `}`) already JSON-encoded.
+ */
+export function inProgressHeader(token: string, leaseEndsBeforeExpiryMs: number, tail: string) {
+  return `${inProgressHead}${token}${leaseField}${leaseEndsBeforeExpiryMs}${takeoverFalse}${tail}`
+}
+
+/**
+ * Refuses to run on Redis before 7.0 (no PEXPIRETIME, no `SET … NX GET`) with an error that
+ * says so, instead of a syntax error from the middle of a script. `redis.REDIS_VERSION_NUM`
+ * itself came with 7.0. Exported for its test, which hides the field to see the refusal.
+ */
+export const versionGuard = `if not redis.REDIS_VERSION_NUM then
+  return redis.error_reply('idempotent-mutations: the Redis store needs Redis 7.0 or newer')
+end`
 
 // Fencing: the record (`value`, a string or false) is in progress under `token`. Byte 12 is the
 // status' first letter ('i'). Comparing the token's JSON string at its fixed place is exact (the
@@ -54,66 +74,68 @@ const heldBy = (value: string, token: string) =>
   `string.sub(${value}, ${tokenAt}, ${tokenAt - 1} + #${token}) == ${token})`
 
 /**
- * KEYS[1] = the record; ARGV = leaseToken (JSON string), the header's tail from `,"fingerprint"`
- * to its closing `}`, lockTimeoutMs, ttlMs (whole milliseconds).
+ * KEYS[1] = the record; ARGV = leaseToken (JSON string), the in-progress record to write (its
+ * header, built by the client with `"takeover":false`), ttlMs (whole milliseconds, at least 1).
  * Returns, by what happened:
- *   now (an integer)                 claimed a new record: lockedUntil/expiresAt = now + duration
- *   {'takeover', now}                claimed an expired lease of the same payload, times as above
- *   {'resent', now, record}          this very claim ran before: the stored record is its answer
- *   {'existing', now, record}        another record stands, unchanged
+ *   expiresAt (an integer)                 claimed: the record written expires then
+ *   {'takeover', expiresAt}                claimed an expired lease of the same payload
+ *   {'resent', expiresAt, record}          this very claim ran before: the stored record answers
+ *   {'existing', now, expiresAt, record}   another record stands, unchanged
  *
- *   (absent) --claim--> in_progress --complete(token)--> completed --PXAT--> (absent)
- *                        |  |                                        ^
- *                        |  +--release(token)--> (absent)            |
+ *   (absent) --claim--> in_progress --complete(token)--> completed --PX--> (absent)
+ *                        |  |                                      ^
+ *                        |  +--release(token)--> (absent)          |
  *                        +--lockedUntil passes, same fingerprint --> claim = takeover
  */
 export const claimScript = script(
   'claim',
-  `${serverNow}
-local record, token, tail = KEYS[1], ARGV[1], ARGV[2]
-local value = redis.call('GET', record)
-local takeover = 'false'
+  `${versionGuard}
+local record, token, claim = KEYS[1], ARGV[1], ARGV[2]
+-- The common case is one command: no record (Redis has deleted an expired one, or deletes it
+-- now), so SET writes ours and answers nil. Otherwise it writes nothing and answers the record.
+local value = redis.call('SET', record, claim, 'NX', 'GET', 'PX', ARGV[3])
+if not value then return redis.call('PEXPIRETIME', record) end
 
--- Absent, or past expiresAt (Redis has normally deleted it already): a new record.
-if value then
-  local _, _, expiresAt, lockedUntil =
-    string.find(value, ',"expiresAt":(%d+),"lockedUntil":(%d+),', ${tokenAt})
-  if tonumber(expiresAt) > now then
-    local inProgress = string.byte(value, 12) == 105
-    -- Our own token: this very claim already ran and the client re-sent it after losing the
-    -- reply (ioredis re-sends unanswered commands on reconnect). Tokens are fresh per claim, so
-    -- this is the same caller, not a competitor: answer as the first run did.
-    if inProgress and string.sub(value, ${tokenAt}, ${tokenAt - 1} + #token) == token then
-      return {'resent', now, value}
-    end
-    -- The lease ended (its executor died or stalled) and the payload is the same: take it over.
-    -- A new token fences the old executor off. Another payload is a reused key, not a takeover.
-    -- An in-progress record has no response, so it ends with its tail; scope and key are equal
-    -- for one record key, so an equal tail is an equal fingerprint.
-    if not (inProgress and tonumber(lockedUntil) <= now and string.sub(value, -#tail) == tail) then
-      -- Completed, a valid lease, or an expired lease with another payload: unchanged, returned
-      -- whole so that a replay is this one round trip.
-      return {'existing', now, value}
-    end
-    takeover = 'true'
+local expiresAt = redis.call('PEXPIRETIME', record)
+local inProgress = string.byte(value, 12) == 105
+-- Our own token: this very claim already ran and the client re-sent it after losing the reply
+-- (ioredis re-sends unanswered commands on reconnect). Tokens are fresh per claim, so this is
+-- the same caller, not a competitor: answer as the first run did.
+if inProgress and string.sub(value, ${tokenAt}, ${tokenAt - 1} + #token) == token then
+  return {'resent', expiresAt, value}
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if inProgress then
+  -- The stored token is another claim's, of its own length: find the field after it (',"'
+  -- never occurs inside a JSON string, so the first match is the field).
+  local _, from = string.find(value, '${leaseField}', ${tokenAt}, true)
+  local lockedUntil =
+    expiresAt - tonumber(string.sub(value, from + 1, string.find(value, ',', from, true) - 1))
+  -- The claim's tail: fingerprint, scope and key, after its takeover flag.
+  local flagAt, flagEnd = string.find(claim, '${takeoverFalse}', ${tokenAt} + #token, true)
+  local tail = string.sub(claim, flagEnd + 1)
+  -- The lease ended (its executor died or stalled) and the payload is the same: take it over.
+  -- A new token fences the old executor off. Another payload is a reused key, not a takeover.
+  -- An in-progress record has no response, so it ends with its tail; scope and key are equal
+  -- for one record key, so an equal tail is an equal fingerprint.
+  if lockedUntil <= now and string.sub(value, -#tail) == tail then
+    -- SET replaces the whole string: nothing of the record it replaces survives.
+    redis.call('SET', record, string.sub(claim, 1, flagAt - 1) .. '${takeoverTrue}' .. tail,
+      'PX', ARGV[3])
+    return {'takeover', redis.call('PEXPIRETIME', record)}
   end
 end
-
-local expiresAt = string.format('%d', now + tonumber(ARGV[4]))
--- SET replaces the whole string: nothing of a record it replaces (its response) survives.
-redis.call('SET', record, '${inProgressHead}' .. token .. ',"expiresAt":' .. expiresAt ..
-  ',"lockedUntil":' .. string.format('%d', now + tonumber(ARGV[3])) .. ',"takeover":' ..
-  takeover .. tail, 'PXAT', expiresAt)
-if takeover == 'true' then return {'takeover', now} end
--- The common case, answered with a bare integer: a reply table costs the script more.
-return now
+-- Completed, a valid lease, or an expired lease with another payload: unchanged, returned
+-- whole so that a replay is this one round trip.
+return {'existing', now, expiresAt, value}
 `,
 )
 
 /**
- * KEYS[1] = the record; ARGV = leaseToken (JSON string), ttlMs (whole milliseconds), and, for a
- * completion with a body, the response. Returns 1 when completed, 0 when the lease was lost
- * (taken over, released or expired).
+ * KEYS[1] = the record; ARGV = leaseToken (JSON string), ttlMs (whole milliseconds, at least 1),
+ * and, for a completion with a body, the response. Returns 1 when completed, 0 when the lease
+ * was lost (taken over, released or expired).
  */
 export const completeScript = script(
   'complete',
@@ -122,18 +144,17 @@ local record, token = KEYS[1], ARGV[1]
 local value = redis.call('GET', record)
 -- Fencing: only the current lease holder may write the outcome.
 if not ${heldBy('value', 'token')} then return 0 end
-${serverNow}
-local expiresAt = string.format('%d', now + tonumber(ARGV[2]))
--- Everything after expiresAt (lockedUntil, takeover, the tail) stays: it starts at the first ','
--- after the token's ',"expiresAt":'.
-local rest = string.sub(value, (string.find(value, ',', ${tokenAt + 13} + #token, true)))
+-- Everything after the lease field (takeover, fingerprint, scope, key) stays: it starts at the
+-- first ',' after the field's number. The lease field becomes ttlMs: the lease ended now,
+-- ttlMs before the new expiry.
+local rest = string.sub(value, (string.find(value, ',', ${tokenAt + leaseField.length} + #token, true)))
 -- One concatenation per branch: an intermediate string would be one more allocation.
 if ARGV[3] then
-  redis.call('SET', record, '{"status":"completed","leaseToken":' .. token .. ',"expiresAt":' ..
-    expiresAt .. rest .. '\\n' .. ARGV[3], 'PXAT', expiresAt)
+  redis.call('SET', record, '{"status":"completed","leaseToken":' .. token .. '${leaseField}' ..
+    ARGV[2] .. rest .. '\\n' .. ARGV[3], 'PX', ARGV[2])
 else
-  redis.call('SET', record, '{"status":"completed","leaseToken":' .. token .. ',"expiresAt":' ..
-    expiresAt .. rest, 'PXAT', expiresAt)
+  redis.call('SET', record, '{"status":"completed","leaseToken":' .. token .. '${leaseField}' ..
+    ARGV[2] .. rest, 'PX', ARGV[2])
 end
 return 1
 `,
@@ -155,7 +176,14 @@ return 1
 )
 
 /**
- * KEYS[1] = the record. Returns the stored string, or nil. A script rather than GET so both
- * clients go through one primitive.
+ * KEYS[1] = the record. Returns {expiresAt, record}, or nil. A script rather than GET and
+ * PEXPIRETIME so both clients go through one primitive and the two readings are of one record.
  */
-export const getScript = script('get', `return redis.call('GET', KEYS[1])`)
+export const getScript = script(
+  'get',
+  `${versionGuard}
+local value = redis.call('GET', KEYS[1])
+if not value then return nil end
+return {redis.call('PEXPIRETIME', KEYS[1]), value}
+`,
+)

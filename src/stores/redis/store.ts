@@ -9,7 +9,7 @@ import {
   type ReleaseInput,
 } from '../../store'
 import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
-import { claimScript, completeScript, getScript, releaseScript } from './scripts'
+import { claimScript, completeScript, getScript, inProgressHeader, releaseScript } from './scripts'
 
 /** The key prefix records get when `prefix` is not given. */
 export const defaultRedisPrefix = 'idem:'
@@ -43,14 +43,14 @@ export interface RedisStore extends IdempotencyStore {
 }
 
 /**
- * An idempotency store on Redis (6.2 or newer), through a connected `ioredis` or node-redis v5
+ * An idempotency store on Redis (7.0 or newer), through a connected `ioredis` or node-redis v5
  * client.
  *
  * Each record is one Redis string, `<prefix>{<hash>}`: a JSON header line, then the response.
- * Redis deletes it at its `expiresAt` (`SET … PXAT`). Claim, completion and release are each
- * one Lua script, so each is atomic and one round trip; a replay is the claim's own answer.
- * Times come from the Redis server clock. `sweep()` has nothing to do and returns 0: Redis
- * expires the records itself.
+ * Its `expiresAt` is the key's Redis expiry, so Redis deletes it then. Claim, completion and
+ * release are each one Lua script, so each is atomic and one round trip; a replay is the
+ * claim's own answer. Times come from the Redis server clock. `sweep()` has nothing to do and
+ * returns 0: Redis expires the records itself.
  */
 export function createRedisStore(
   client: RedisClientLike,
@@ -81,25 +81,40 @@ export function createRedisStore(
       checkString(fingerprint, 'fingerprint')
       checkString(leaseToken, 'leaseToken')
       const lockTimeoutMs = wholeMilliseconds(input.lockTimeoutMs, 'lockTimeoutMs')
-      const ttlMs = wholeMilliseconds(input.ttlMs, 'ttlMs')
-      // The header's tail, JSON-encoded here: the script only concatenates (see scripts.ts).
+      const ttlMs = redisTtl(input.ttlMs)
+      // What the header keeps instead of a time: lockedUntil = expiresAt - leaseEndsBeforeExpiryMs.
+      const leaseEndsBeforeExpiryMs = ttlMs - lockTimeoutMs
+      // The header is built here, its strings JSON-encoded: the script only writes it.
       const tail = `,"fingerprint":${jsonString(fingerprint)},"scope":${jsonString(scope)},"key":${jsonString(key)}}`
+      const token = jsonString(leaseToken)
       const reply = await runner.run(claimScript, recordKey(scope, key), [
-        jsonString(leaseToken),
-        tail,
-        String(lockTimeoutMs),
+        token,
+        inProgressHeader(token, leaseEndsBeforeExpiryMs, tail),
         String(ttlMs),
       ])
 
-      if (!Array.isArray(reply)) return written(input, lockTimeoutMs, ttlMs, toNumber(reply), false)
-      const outcome = text(reply[0])
-      const now = toNumber(reply[1])
-      if (outcome === 'existing') {
-        return { claimed: false, record: toRecord(scope, key, reply[2], 'claim').record, now }
+      // The common case: claimed, answered with the new record's expiry alone.
+      if (!Array.isArray(reply)) {
+        const expiresAt = toNumber(reply, 'claim')
+        return written(input, expiresAt - leaseEndsBeforeExpiryMs, expiresAt, false)
       }
-      if (outcome === 'takeover') return written(input, lockTimeoutMs, ttlMs, now, true)
+      const outcome = text(reply[0])
+      if (outcome === 'existing') {
+        const { record } = toRecord(scope, key, reply[3], toNumber(reply[2], 'claim'), 'claim')
+        return { claimed: false, record, now: toNumber(reply[1], 'claim') }
+      }
+      if (outcome === 'takeover') {
+        const expiresAt = toNumber(reply[1], 'claim')
+        return written(input, expiresAt - leaseEndsBeforeExpiryMs, expiresAt, true)
+      }
       if (outcome === 'resent') {
-        const { record, takeover } = toRecord(scope, key, reply[2], 'claim')
+        const { record, takeover } = toRecord(
+          scope,
+          key,
+          reply[2],
+          toNumber(reply[1], 'claim'),
+          'claim',
+        )
         return { claimed: true, takeover, record }
       }
       throw unexpectedReply('claim', reply)
@@ -110,7 +125,7 @@ export function createRedisStore(
       checkString(scope, 'scope')
       checkString(key, 'key')
       checkString(leaseToken, 'leaseToken')
-      const ttlMs = String(wholeMilliseconds(input.ttlMs, 'ttlMs'))
+      const ttlMs = String(redisTtl(input.ttlMs))
       if (response !== null && typeof response !== 'string') {
         throw invalidArgument(
           'complete needs `response` as a string or null',
@@ -140,26 +155,26 @@ export function createRedisStore(
       checkString(key, 'key')
       const reply = await runner.run(getScript, recordKey(scope, key), [])
       if (reply === null || reply === undefined) return undefined
-      return toRecord(scope, key, reply, 'get').record
+      if (!Array.isArray(reply)) throw unexpectedReply('get', reply)
+      return toRecord(scope, key, reply[1], toNumber(reply[0], 'get'), 'get').record
     },
 
-    // Redis deletes each record at its expiresAt (PXAT), and a claim also treats a record past
-    // expiresAt as absent: there is nothing left to sweep.
+    // Redis deletes each record at its expiresAt (its key's expiry), and no script sees a key
+    // past it: there is nothing left to sweep.
     async sweep(): Promise<number> {
       return 0
     },
   }
 }
 
-/** A claim the script wrote: it computed the times from `now` and these same durations. */
+/** A claim the script wrote; its times follow from its key's expiry, as `toRecord` derives them. */
 function written(
   input: ClaimInput,
-  lockTimeoutMs: number,
-  ttlMs: number,
-  now: number,
+  lockedUntil: number,
+  expiresAt: number,
   takeover: boolean,
 ): ClaimResult {
-  return { claimed: true, takeover, record: claimedRecord(input, now + lockTimeoutMs, now + ttlMs) }
+  return { claimed: true, takeover, record: claimedRecord(input, lockedUntil, expiresAt) }
 }
 
 /**
@@ -167,10 +182,11 @@ function written(
  * meet. A record's one key then always lands on one cluster slot, whatever braces the client's
  * key contains. It names stored data, so it may only change with a new version tag (and a
  * migration note); test/stores/redis.test.ts pins the layout. v1 kept each record as a Redis
- * hash, v2 as one string: a v1 key read with GET would answer WRONGTYPE.
+ * hash, v2 as one string with absolute times in its header, v3 as one string whose header holds
+ * no time (its key's expiry is expiresAt): a v2 header read as v3 would give wrong times.
  */
 function recordHash(scope: string, key: string): string {
-  return hashParts('idempotent-mutations/redis/v2', scope, key)
+  return hashParts('idempotent-mutations/redis/v3', scope, key)
 }
 
 function checkString(value: unknown, name: string): asserts value is string {
@@ -181,14 +197,15 @@ function checkString(value: unknown, name: string): asserts value is string {
 
 /**
  * The longest duration the store takes, about 31,700 years: the server's now plus it stays an
- * exact integer in JavaScript, within Lua's '%d' and within what `SET … PXAT` accepts. A longer
- * one would make Redis refuse the write (a 503 for every claim) instead of a clear error here.
+ * exact integer in JavaScript and in Lua, and within what `SET … PX` accepts. A longer one would
+ * make Redis refuse the write (a 503 for every claim) instead of a clear error here.
  */
 const maxDurationMs = 1e15
 
 /**
- * A duration as the scripts take it: whole milliseconds. The scripts format times with '%d', and
- * the client computes a new claim's times from the same numbers, so both agree to the millisecond.
+ * A duration as the scripts take it: whole milliseconds. The scripts only pass the client's
+ * strings on to Redis, and the client derives a new claim's times from the same numbers, so
+ * both agree to the millisecond.
  */
 function wholeMilliseconds(value: unknown, name: string): number {
   if (typeof value !== 'number' || !(value >= 0 && value <= maxDurationMs)) {
@@ -199,6 +216,14 @@ function wholeMilliseconds(value: unknown, name: string): number {
   return Math.round(value)
 }
 
+/**
+ * A record's lifetime as `SET … PX` takes it. Redis has no zero TTL (PX 0 is an error), so a
+ * zero ttl is kept for 1 ms: the record then expires at once for every later call.
+ */
+function redisTtl(value: unknown): number {
+  return Math.max(1, wholeMilliseconds(value, 'ttlMs'))
+}
+
 // Replies are strings (or Buffers when a client maps them so), nil as null, integers as numbers.
 function text(value: unknown): string | null {
   if (typeof value === 'string') return value
@@ -207,9 +232,10 @@ function text(value: unknown): string | null {
   return String(value)
 }
 
-function toNumber(value: unknown): number {
+function toNumber(value: unknown, call: string): number {
   const number = typeof value === 'number' ? value : Number(text(value) ?? Number.NaN)
-  if (!Number.isFinite(number)) throw unexpectedReply('claim', value)
+  // A record's expiry is never negative: -1 (no TTL) means someone removed it by hand.
+  if (!(Number.isFinite(number) && number >= 0)) throw unexpectedReply(call, value)
   return number
 }
 
@@ -224,17 +250,20 @@ function toFlag(reply: unknown, call: string): boolean {
 interface StoredHeader {
   status: unknown
   leaseToken: unknown
-  expiresAt: unknown
-  lockedUntil: unknown
+  leaseEndsBeforeExpiryMs: unknown
   takeover: unknown
   fingerprint: unknown
 }
 
-/** A stored record (see scripts.ts): its header line, then '\n' and the response, if any. */
+/**
+ * A stored record (see scripts.ts): its header line, then '\n' and the response, if any, with
+ * `expiresAt`, its key's expiry, read in the same script.
+ */
 function toRecord(
   scope: string,
   key: string,
   stored: unknown,
+  expiresAt: number,
   call: string,
 ): { record: IdempotencyRecord; takeover: boolean } {
   const value = text(stored)
@@ -246,13 +275,12 @@ function toRecord(
   } catch {
     throw unexpectedReply(call, stored)
   }
-  const { status, leaseToken, expiresAt, lockedUntil, fingerprint } = header
+  const { status, leaseToken, leaseEndsBeforeExpiryMs, fingerprint } = header
   if (
     (status !== 'in_progress' && status !== 'completed') ||
     typeof leaseToken !== 'string' ||
     typeof fingerprint !== 'string' ||
-    typeof lockedUntil !== 'number' ||
-    typeof expiresAt !== 'number'
+    typeof leaseEndsBeforeExpiryMs !== 'number'
   ) {
     throw unexpectedReply(call, stored)
   }
@@ -264,7 +292,7 @@ function toRecord(
       status,
       response: newline === -1 ? null : value.slice(newline + 1),
       leaseToken,
-      lockedUntil,
+      lockedUntil: expiresAt - leaseEndsBeforeExpiryMs,
       expiresAt,
     },
     takeover: header.takeover === true,
