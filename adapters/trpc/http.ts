@@ -7,7 +7,7 @@ import { readKeyHeader } from '../../src'
  * `createCaller` has none of them, and that is fine: the header is then simply absent.
  */
 interface HttpContext {
-  req?: { headers?: unknown }
+  req?: { headers?: unknown; url?: unknown }
   resHeaders?: { set(name: string, value: string): void }
   res?: { setHeader(name: string, value: string): unknown; headersSent?: boolean }
 }
@@ -16,10 +16,16 @@ function asHttpContext(ctx: unknown): HttpContext | undefined {
   return ctx !== null && typeof ctx === 'object' ? (ctx as HttpContext) : undefined
 }
 
-/** The request object of this call, shared by every call of one HTTP batch. */
-export function requestOf(ctx: unknown): object | undefined {
+/**
+ * The request object of this call, shared by every call of one HTTP batch; undefined when
+ * there is none, or when its URL shows it is not a batch (tRPC batches only with `batch=1` in
+ * the query), so that a lone call skips the batch bookkeeping.
+ */
+export function batchRequestOf(ctx: unknown): object | undefined {
   const req = asHttpContext(ctx)?.req
-  return req !== null && typeof req === 'object' ? req : undefined
+  if (req === null || typeof req !== 'object') return undefined
+  const { url } = req as { url?: unknown }
+  return typeof url === 'string' && !url.includes('batch=1') ? undefined : req
 }
 
 /** The `Idempotency-Key` header of the request behind `ctx`, validated, if there is one. */

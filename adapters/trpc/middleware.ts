@@ -20,7 +20,7 @@ import {
   type TRPCRootLike,
   toTRPCError,
 } from './errors'
-import { headerKeyOf, requestOf, setResponseHeader } from './http'
+import { batchRequestOf, headerKeyOf, setResponseHeader } from './http'
 import { replayedResult } from './result'
 
 /** Per-procedure settings, given with `.meta({ idempotency: { ... } })`. */
@@ -145,12 +145,7 @@ export type IdempotencyMiddleware<TContext = object, TAdded extends object = obj
  */
 const batchCalls = new WeakMap<object, Map<string, Promise<unknown>>>()
 
-async function inBatchOrder<T>(
-  request: object | undefined,
-  id: string,
-  run: () => Promise<T>,
-): Promise<T> {
-  if (request === undefined) return run()
+async function inBatchOrder<T>(request: object, id: string, run: () => Promise<T>): Promise<T> {
   let calls = batchCalls.get(request)
   if (calls === undefined) {
     calls = new Map()
@@ -326,7 +321,8 @@ export function createIdempotencyMiddleware<TContext = object>(
       }
     }
 
-    if (key === undefined) return run()
-    return inBatchOrder(requestOf(ctx), JSON.stringify([request.scope, path, key]), run)
+    const batch = key === undefined ? undefined : batchRequestOf(ctx)
+    if (batch === undefined) return run()
+    return inBatchOrder(batch, JSON.stringify([request.scope, path, key]), run)
   }
 }
