@@ -13,7 +13,7 @@ import type { QueryLogger } from './pglite'
 
 export interface DirectStatement {
   /** Runs the statement with `values` (by placeholder name); resolves with the rows as arrays. */
-  run(values: Record<string, unknown>): Promise<unknown[][]>
+  run(values: Record<string, unknown>): PromiseLike<unknown[][]>
 }
 
 /** Makes a {@link DirectStatement} named `name` from drizzle's `toSQL()` of a query. */
@@ -63,9 +63,12 @@ export function directStatementsOf(
   logger: QueryLogger | undefined,
 ): DirectStatements | undefined {
   const client = (db as { $client?: unknown }).$client
-  let send: ((name: string, sql: string, params: unknown[]) => Promise<unknown[][]>) | undefined
+  let send:
+    | ((name: string, sql: string, params: unknown[]) => PromiseLike<unknown[][]>)
+    | undefined
   if (isPostgresJs(client)) {
-    send = async (_, sql, params) => await client.unsafe(sql, params, { prepare: true }).values()
+    // The query itself (a promise postgres.js runs when awaited), with no async wrapper around it.
+    send = (_, sql, params) => client.unsafe(sql, params, { prepare: true }).values()
   } else if (isNodePostgres(client)) {
     send = async (name, sql, params) =>
       (await client.query({ name, text: sql, values: params, rowMode: 'array' })).rows
