@@ -63,9 +63,7 @@ export function directStatementsOf(
   logger: QueryLogger | undefined,
 ): DirectStatements | undefined {
   const client = (db as { $client?: unknown }).$client
-  let send:
-    | ((name: string, sql: string, params: unknown[]) => PromiseLike<unknown[][]>)
-    | undefined
+  let send: ((name: string, sql: string, params: unknown[]) => PromiseLike<unknown[][]>) | undefined
   if (isPostgresJs(client)) {
     // The query itself (a promise postgres.js runs when awaited), with no async wrapper around it.
     send = (_, sql, params) => client.unsafe(sql, params, { prepare: true }).values()
