@@ -23,6 +23,38 @@ export const defaultCodec: Codec = {
   decode: (text) => superjson.parse(text),
 }
 
+/** What `defaultCodec` writes before the value of a successful outcome (`{ ok: true, value }`). */
+const okOutcomePrefix = '{"json":{"ok":true,"value":'
+
+/** Returned by {@link plainOkValue} for a text it leaves to the codec's own `decode`. */
+export const notPlainOk = Symbol('notPlainOk')
+
+/**
+ * The value of a successful outcome that `defaultCodec` wrote as plain JSON
+ * (`{"json":{"ok":true,"value":…}}`, no superjson meta), parsed from the value's own text: this
+ * skips the two wrapper objects and `superjson.parse`, and every replay decodes one. Anything else
+ * (a recorded error, superjson meta, a text of another shape) answers `notPlainOk`.
+ */
+export function plainOkValue(text: string): unknown {
+  const end = text.length - 2
+  if (
+    end < okOutcomePrefix.length ||
+    text.charCodeAt(end) !== 125 /* } */ ||
+    text.charCodeAt(end + 1) !== 125 ||
+    // superjson writes its meta last, ending `"v":1}}`: a value ending in `1` is checked in full.
+    (text.charCodeAt(end - 1) === 49 /* 1 */ && text.endsWith('"v":1}}')) ||
+    text.lastIndexOf(okOutcomePrefix, 0) !== 0
+  ) {
+    return notPlainOk
+  }
+  try {
+    return JSON.parse(text.slice(okOutcomePrefix.length, end))
+  } catch {
+    // Not one JSON value between the prefix and `}}` (a text this codec did not write).
+    return notPlainOk
+  }
+}
+
 /**
  * The objects met so far in one walk: a short array searched in turn, which costs less than a
  * `Set` for the few objects of a typical outcome, and a `Set` once there are many.
@@ -111,8 +143,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  */
 export function fingerprint(payload: unknown): string {
   const value = payload === undefined ? null : payload
-  let text = plainCanonicalJson(value, 0)
-  if (text === unusual || text === undefined) {
+  let text = appendCanonicalJson('', value, 0)
+  if (text === unusual) {
     text = canonicalJson(value, canonicalReplacer) ?? 'null'
   }
   return sha256(text)
@@ -143,52 +175,56 @@ export function jsonString(text: string): string {
 const unusual = Symbol('unusual')
 
 /**
- * The canonical JSON of the common payload (plain objects, arrays, strings, finite numbers,
- * booleans, null, undefined) in one pass, without the general path's replacer calls: the
- * fingerprint is on every keyed call's path, replays included. It returns exactly what the
- * general path returns for such values (sorted keys, JSON escaping, `undefined` members left out
- * and `null` in arrays), and `unusual` for anything else (Maps, Sets, BigInts, `toJSON`, class
+ * `text` followed by the canonical JSON of the common payload (plain objects, arrays, strings,
+ * finite numbers, booleans, null; `undefined` members left out and `null` in arrays) in one
+ * pass, without the general path's replacer calls: the fingerprint is on every keyed call's path,
+ * replays included. It writes exactly what the general path writes for such values (sorted keys,
+ * JSON escaping), and answers `unusual` for anything else (Maps, Sets, BigInts, `toJSON`, class
  * instances, `$` keys, non-finite numbers, nesting deeper than 64, which includes cycles), which
- * then takes the general path.
+ * then takes the general path. Each piece is appended to the text so far, which makes fewer and
+ * smaller intermediate strings than returning each value's text for its parent to join.
  */
-function plainCanonicalJson(value: unknown, depth: number): string | undefined | typeof unusual {
+function appendCanonicalJson(text: string, value: unknown, depth: number): string | typeof unusual {
   switch (typeof value) {
     case 'string':
-      return jsonString(value)
+      return needsEscaping.test(value) ? text + JSON.stringify(value) : `${text}"${value}"`
     case 'number':
-      return Number.isFinite(value) ? String(value) : unusual
+      return Number.isFinite(value) ? text + String(value) : unusual
     case 'boolean':
-      return value ? 'true' : 'false'
-    case 'undefined':
-      return undefined
+      return text + (value ? 'true' : 'false')
     case 'object': {
-      if (value === null) return 'null'
+      if (value === null) return `${text}null`
       if (depth > 64) return unusual
       if (Array.isArray(value)) {
         if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return unusual
-        let text = '['
+        let out: string | typeof unusual = `${text}[`
         for (let i = 0; i < value.length; i++) {
-          const item = plainCanonicalJson(value[i], depth + 1)
-          if (item === unusual) return unusual
-          text += (i === 0 ? '' : ',') + (item === undefined ? 'null' : item)
+          if (i !== 0) out += ','
+          const item: unknown = value[i]
+          out = item === undefined ? `${out}null` : appendCanonicalJson(out, item, depth + 1)
+          if (out === unusual) return unusual
         }
-        return `${text}]`
+        return `${out}]`
       }
       const prototype = Object.getPrototypeOf(value)
       if (prototype !== Object.prototype && prototype !== null) return unusual
       const record = value as Record<string, unknown>
       if (typeof record.toJSON === 'function') return unusual
       const keys = sortKeys(Object.keys(record))
-      let text = '{'
-      for (const key of keys) {
+      let out: string | typeof unusual = text
+      // 0 until a member is written: the first one opens the object (`{"key":`), the others
+      // follow a comma (`,"key":`).
+      let written: 0 | 1 = 0
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i]!
         if (key.charCodeAt(0) === 36 /* $ */) return unusual
-        const item = plainCanonicalJson(record[key], depth + 1)
-        if (item === unusual) return unusual
+        const item = record[key]
         if (item === undefined) continue
-        // Nothing written yet is exactly `{`: every member adds at least `"":`.
-        text += (text.length === 1 ? '' : ',') + quotedKey(key) + item
+        out = appendCanonicalJson(out + memberPrefixes(key)[written], item, depth + 1)
+        if (out === unusual) return unusual
+        written = 1
       }
-      return `${text}}`
+      return written === 0 ? `${out}{}` : `${out}}`
     }
     default:
       return unusual
@@ -211,18 +247,20 @@ function sortKeys(keys: string[]): string[] {
 }
 
 /**
- * `"key":` for an object key. Payloads of one operation repeat the same few keys on every call,
- * so short ones are quoted once and kept (a bounded number of them) instead of going through
- * `JSON.stringify` each time.
+ * What goes before a member's value: `{"key":` for an object's first member, `,"key":` for the
+ * others. Payloads of one operation repeat the same few keys on every call, so short ones are
+ * quoted once and kept (a bounded number of them) instead of going through `JSON.stringify` and
+ * two more concatenations each time.
  */
-const quotedKeys = new Map<string, string>()
-function quotedKey(key: string): string {
-  let quoted = quotedKeys.get(key)
-  if (quoted === undefined) {
-    quoted = `${JSON.stringify(key)}:`
-    if (key.length <= 64 && quotedKeys.size < 4096) quotedKeys.set(key, quoted)
+const memberPrefixCache = new Map<string, readonly [string, string]>()
+function memberPrefixes(key: string): readonly [string, string] {
+  let prefixes = memberPrefixCache.get(key)
+  if (prefixes === undefined) {
+    const quoted = `${JSON.stringify(key)}:`
+    prefixes = [`{${quoted}`, `,${quoted}`]
+    if (key.length <= 64 && memberPrefixCache.size < 4096) memberPrefixCache.set(key, prefixes)
   }
-  return quoted
+  return prefixes
 }
 
 /** A stable, opaque derivation of several strings (used for downstream keys). */

@@ -1,5 +1,12 @@
-import { randomUUID } from 'node:crypto'
-import { type Codec, defaultCodec, fingerprint as fingerprintOf, hashParts } from './codec'
+import { randomFillSync } from 'node:crypto'
+import {
+  type Codec,
+  defaultCodec,
+  fingerprint as fingerprintOf,
+  hashParts,
+  notPlainOk,
+  plainOkValue,
+} from './codec'
 import { type Duration, toMilliseconds } from './duration'
 import {
   InProgressError,
@@ -286,6 +293,29 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 // times: the change it collided with has committed by then.
 const maxSerializationRetries = 5
 
+// Lease tokens are 128 random bits (SPEC), written as 22 base64url characters. The bytes come
+// from the CSPRNG 256 tokens at a time, as Node's `randomUUID` takes its own 128 UUIDs at a time:
+// a token is then one string read from the pool, where `randomUUID` joins twenty pieces into its
+// text (about 800 bytes of garbage on every keyed call, and a memory store keeps the result).
+const tokenBytes = 16
+const tokenPool = Buffer.alloc(tokenBytes * 256)
+let tokenOffset = tokenPool.length
+
+/**
+ * A fresh random lease token. Random, not a per-process prefix and a counter, which two processes
+ * started from one memory snapshot would share for good (a shared token defeats fencing); like
+ * `randomUUID`'s cache, only the rest of the pool filled before a snapshot is shared.
+ */
+function newLeaseToken(): string {
+  if (tokenOffset === tokenPool.length) {
+    randomFillSync(tokenPool)
+    tokenOffset = 0
+  }
+  const token = tokenPool.toString('base64url', tokenOffset, tokenOffset + tokenBytes)
+  tokenOffset += tokenBytes
+  return token
+}
+
 /**
  * One claim attempt's input. A fresh token per attempt: a waiter that claims after a release
  * holds its own lease. A module function rather than a closure in `begin`, which would be one
@@ -298,9 +328,7 @@ function newClaimInput(
   lockTimeoutMs: number,
   ttlMs: number,
 ): ClaimInput {
-  // Random (SPEC), not a per-process prefix and a counter: two processes started from one memory
-  // snapshot would share such a sequence, and a shared token defeats fencing.
-  return { scope, key, fingerprint, leaseToken: randomUUID(), lockTimeoutMs, ttlMs }
+  return { scope, key, fingerprint, leaseToken: newLeaseToken(), lockTimeoutMs, ttlMs }
 }
 
 /** Throws unless `store` can run transactional mode. */
@@ -374,9 +402,18 @@ export function createIdempotency<TTransaction = unknown>(
     if (record.status === 'completed') {
       if (record.response === null) throw new ResponseNotStoredError()
       emit(base, 'replayed')
-      return { kind: 'replay', outcome: codec.decode(record.response) as Outcome }
+      return { kind: 'replay', outcome: decodeOutcome(record.response) }
     }
     return undefined
+  }
+
+  /** A recorded outcome, as the codec wrote it. */
+  function decodeOutcome(text: string): Outcome {
+    if (codec === defaultCodec) {
+      const value = plainOkValue(text)
+      if (value !== notPlainOk) return { ok: true, value }
+    }
+    return codec.decode(text) as Outcome
   }
 
   /** A claim the store could not answer: 503, or (fail-open) running without a record. */
@@ -432,7 +469,9 @@ export function createIdempotency<TTransaction = unknown>(
     // An unfinished claim lives at least as long as its lease.
     const claimTtl = Math.max(ttl, lockTimeout)
 
-    let askedAt = now()
+    // The clock is read before the claim only for what uses the time: the replay cache, a wait's
+    // deadline, a transaction's start (a first claim in `reject` mode with neither needs none).
+    let askedAt = replayCache || inTransaction || concurrency === 'wait' ? now() : 0
     if (replayCache) {
       const copy: ReplayCopy | undefined = replayCache.get(scope, key, askedAt)
       if (copy) return answerRefusal(copy, fingerprint, base) as Attempt<TTransaction>
@@ -519,8 +558,8 @@ export function createIdempotency<TTransaction = unknown>(
       // In progress under a valid lease: someone else is running it right now (in transactional
       // mode, a non-transactional executor of the same key: its claim committed on its own).
       const leaseLeft = Math.max(0, record.lockedUntil - result.now)
-      const remaining = deadline - now()
-      if (concurrency === 'wait' && remaining > 0) {
+      const remaining = concurrency === 'wait' ? deadline - now() : 0
+      if (remaining > 0) {
         await sleep(Math.min(pause, remaining, Math.max(leaseLeft, 1)))
         pause = Math.min(pause * 1.5, 250)
         continue

@@ -1,5 +1,7 @@
+import fc from 'fast-check'
 import { describe, expect, it, vi } from 'vitest'
 import { defaultCodec, fingerprint } from '../../src'
+import { notPlainOk, plainOkValue } from '../../src/codec'
 import { createHarness } from './fixtures'
 
 const rich = () => ({
@@ -43,6 +45,47 @@ describe('the default codec', () => {
     expect(again).not.toHaveBeenCalled()
     expect(replay.value).toEqual(first.value)
     expect(replay.value.byId.get(1)).toEqual({ nested: [new Date(0), undefined, null] })
+  })
+})
+
+describe('decoding a recorded plain value (the replay fast path)', () => {
+  const decodedValue = (text: string) => (defaultCodec.decode(text) as { value: unknown }).value
+
+  it('parses the value of a plain successful outcome exactly as the codec decodes the whole text', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        let text: string
+        try {
+          text = defaultCodec.encode({ ok: true, value })
+        } catch {
+          return // superjson refuses keys such as `prototype`: such a response is not stored
+        }
+        const fast = plainOkValue(text)
+        // Only a value superjson annotates (-0) goes to the codec.
+        if (fast === notPlainOk) expect(text).toContain(',"meta":')
+        else expect(fast).toStrictEqual(decodedValue(text))
+      }),
+      { numRuns: 300 },
+    )
+    // JSON.parse makes `__proto__` an own key on both paths.
+    const text = '{"json":{"ok":true,"value":{"__proto__":{"a":1}}}}'
+    expect(Object.keys(plainOkValue(text) as object)).toEqual(['__proto__'])
+    expect(plainOkValue(text)).toStrictEqual(decodedValue(text))
+  })
+
+  it('leaves recorded errors, superjson meta and texts of another shape to the codec', () => {
+    for (const text of [
+      defaultCodec.encode({ ok: false, error: { name: 'Error', message: 'no' } }),
+      defaultCodec.encode({ ok: true, value: new Date(0) }),
+      defaultCodec.encode({ ok: true, value: { v: 1, at: undefined } }),
+      defaultCodec.encode({ ok: true, value: rich() }),
+      '{"json":{"ok":true,"value":1},"x":{"y":2}}',
+      '{"json":{"ok":true,"value":}}',
+      '{"json":{"ok":true,"valuf":1}}',
+      '{}}',
+    ]) {
+      expect(plainOkValue(text)).toBe(notPlainOk)
+    }
   })
 })
 

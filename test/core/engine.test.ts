@@ -210,6 +210,23 @@ describe('engine: duplicates in flight', () => {
   })
 })
 
+describe('engine: lease tokens', () => {
+  it('claims every key under a token of its own: 128 random bits, in base64url', async () => {
+    const { idempotency, memory } = createHarness()
+    const tokens = new Set<string>()
+    // More claims than the tokens drawn from the random source at a time.
+    for (let i = 0; i < 600; i++) {
+      const attempt = await idempotency.begin({ key: `k${i}`, operation })
+      if (attempt.kind !== 'execute') throw new Error('expected to claim')
+      const record = await memory.get(JSON.stringify(['', operation]), `k${i}`)
+      expect(record?.leaseToken).toMatch(/^[A-Za-z0-9_-]{22}$/)
+      tokens.add(record!.leaseToken)
+      await attempt.lease.release()
+    }
+    expect(tokens.size).toBe(600)
+  })
+})
+
 describe('engine: derived keys', () => {
   it('derives the same downstream key for the executor and the one that takes over', async () => {
     const { idempotency, clock } = createHarness({ lockTimeout: '30s' })
