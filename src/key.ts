@@ -71,6 +71,9 @@ export function readKeyHeader(headers: unknown): string | undefined {
     return parseKeyHeader((headers as Headers).get(idempotencyKeyHeader))
   }
   const record = headers as Record<string, string | string[] | undefined>
+  // Node's IncomingHttpHeaders names every header in lower case: found without a scan.
+  const lowerCase = record['idempotency-key']
+  if (lowerCase !== undefined) return parseKeyHeader(lowerCase)
   const name = Object.keys(record).find((h) => h.toLowerCase() === 'idempotency-key')
   return name === undefined ? undefined : parseKeyHeader(record[name])
 }
