@@ -100,7 +100,10 @@ export interface IdempotencyOptions<TTransaction = unknown> {
   maxResponseBytes?: number
   /** How outcomes become text and back. @default defaultCodec (superjson) */
   codec?: Codec
-  /** The clock for deadlines and events, in epoch ms; stores with a server use their own. @default Date.now */
+  /**
+   * The clock for deadlines and events, in epoch ms. Stores with a server use its clock; the
+   * memory store follows this one unless given its own. @default Date.now
+   */
   now?: () => number
   /** Called for each thing that happens to a keyed operation; errors it throws are logged, not raised. @default undefined */
   onEvent?: (event: IdempotencyEvent) => void
@@ -347,6 +350,11 @@ export function createIdempotency<TTransaction = unknown>(
   if (!store || typeof store.claim !== 'function') {
     throw new TypeError('idempotent-mutations: createIdempotency needs a `store`')
   }
+  if (options.now !== undefined && typeof options.now !== 'function') {
+    throw new TypeError(
+      'idempotent-mutations: createIdempotency `now` must be a function returning epoch milliseconds',
+    )
+  }
   const transactional = options.transactional ?? false
   if (transactional) assertTransactionalStore(store, 'createIdempotency({ transactional: true })')
   const defaults = {
@@ -367,6 +375,8 @@ export function createIdempotency<TTransaction = unknown>(
   const engineStoreErrors = options.storeErrors ?? defaultStoreErrors
   const codec = options.codec ?? defaultCodec
   const now = options.now ?? Date.now
+  // A store without a clock of its own (the memory store) follows the engine's.
+  if (options.now !== undefined) store.useClock?.(options.now)
   const logger = options.logger ?? defaultLogger
   // Built (so its options are checked) even in front of a store in this process, then not used.
   const configuredReplayCache =

@@ -156,6 +156,14 @@ export interface IdempotencyStore<TTransaction = unknown> {
   readonly inProcess?: boolean
 
   /**
+   * Optional; for stores without a clock of their own (the memory store). `createIdempotency`
+   * calls it with its `now` option when one is given, so the store's leases and expiry follow
+   * the engine's clock (SPEC: the memory store uses the engine's injectable clock). A store
+   * given its own clock keeps it.
+   */
+  useClock?(now: () => number): void
+
+  /**
    * Atomically claims `(scope, key)` or reports the record that stands in the way.
    *
    * - No record, or a record past `expiresAt`: MUST write a new `in_progress` record with

@@ -11,8 +11,9 @@ import {
 
 export interface MemoryStoreOptions {
   /**
-   * The clock, in epoch milliseconds. Pass the engine's `now` so tests can move time.
-   * @default Date.now
+   * The clock, in epoch milliseconds. Without it the store follows the `now` of the engine
+   * created over it (`createIdempotency({ store, now })`), or `Date.now` if that has none.
+   * @default the engine's `now`, else Date.now
    */
   now?: () => number
   /**
@@ -30,7 +31,9 @@ export interface MemoryStoreOptions {
  * method to completion without interleaving, which is what makes `claim` atomic here.
  */
 export function createMemoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
-  const now = options.now ?? Date.now
+  let now = options.now ?? Date.now
+  // The engine clock this store follows (see useClock), when it was given none of its own.
+  let engineClock: (() => number) | undefined
   const maxRecords = options.maxRecords ?? 10_000
   if (!Number.isInteger(maxRecords) || maxRecords < 1) {
     throw new TypeError('idempotent-mutations: maxRecords must be a positive integer')
@@ -122,6 +125,19 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
   return {
     // The engine keeps no copies of records in front of this store: they are here already.
     inProcess: true,
+
+    useClock(clock: () => number): void {
+      if (options.now !== undefined || clock === engineClock) return
+      // Two engines with different clocks over one store: its leases and expiry would follow
+      // whichever came last, and the other engine's time would silently not count.
+      if (engineClock !== undefined) {
+        throw new TypeError(
+          "idempotent-mutations: this memory store already follows another engine's `now`; give the store its own clock, createMemoryStore({ now })",
+        )
+      }
+      engineClock = clock
+      now = clock
+    },
 
     async claim(input: ClaimInput): Promise<ClaimResult> {
       const at = now()

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createMemoryStore } from '../../src'
+import { createIdempotency, createMemoryStore } from '../../src'
 import { createTestClock, describeStoreConformance } from './conformance'
 
 const clock = createTestClock()
@@ -91,5 +91,87 @@ describe('memory store bookkeeping across scopes', () => {
     await store.complete(complete('a', 'k'))
     expect(await store.get('a', 'k')).toMatchObject({ status: 'completed' })
     expect(await store.get('b', 'k')).toMatchObject({ status: 'in_progress' })
+  })
+})
+
+describe("memory store and the engine's clock", () => {
+  const input = (key: string) => ({
+    scope: 's',
+    key,
+    fingerprint: 'f',
+    leaseToken: `${key}-token`,
+    lockTimeoutMs: 1_000,
+    ttlMs: 60_000,
+  })
+  const fakeClock = (start: number) => {
+    const state = { at: start }
+    return { state, now: () => state.at }
+  }
+
+  it('without a clock of its own, follows the now of the engine created over it (SPEC)', async () => {
+    const time = fakeClock(Date.UTC(2031, 0, 1))
+    const store = createMemoryStore()
+    const idempotency = createIdempotency({ store, now: time.now, ttl: 5_000, lockTimeout: 1_000 })
+    const claim = await store.claim(input('direct'))
+    expect(claim.record).toMatchObject({
+      lockedUntil: time.state.at + 1_000,
+      expiresAt: time.state.at + 60_000,
+    })
+
+    // Through the engine: a completed record lives ttl on the engine's clock, not the wall's.
+    let runs = 0
+    const request = { key: 'k', operation: 'op', payload: {} }
+    await idempotency.execute(request, async () => ++runs)
+    time.state.at += 4_999
+    expect(await idempotency.execute(request, async () => ++runs)).toEqual({
+      value: 1,
+      replayed: true,
+    })
+    time.state.at += 1
+    expect(await idempotency.execute(request, async () => ++runs)).toEqual({
+      value: 2,
+      replayed: false,
+    })
+
+    // A lease ends lockTimeout later on the same clock: then the same payload takes it over.
+    const held = idempotency.begin({ key: 'held', operation: 'op', payload: {} })
+    expect((await held).kind).toBe('execute')
+    await expect(idempotency.begin({ key: 'held', operation: 'op', payload: {} })).rejects.toThrow(
+      expect.objectContaining({ code: 'IN_PROGRESS' }),
+    )
+    time.state.at += 1_000
+    const takeover = await idempotency.begin({ key: 'held', operation: 'op', payload: {} })
+    expect(takeover).toMatchObject({ kind: 'execute', lease: { takeover: true } })
+  })
+
+  it('keeps a clock given to the store itself, and Date.now when neither has one', async () => {
+    const own = fakeClock(Date.UTC(2032, 0, 1))
+    const store = createMemoryStore({ now: own.now })
+    createIdempotency({ store, now: () => 0 })
+    expect((await store.claim(input('own'))).record.lockedUntil).toBe(own.state.at + 1_000)
+
+    const plain = createMemoryStore()
+    createIdempotency({ store: plain })
+    const before = Date.now()
+    const { lockedUntil } = (await plain.claim(input('wall'))).record
+    expect(lockedUntil).toBeGreaterThanOrEqual(before + 1_000)
+    expect(lockedUntil).toBeLessThanOrEqual(Date.now() + 1_000)
+  })
+
+  it('refuses a second engine with another clock over the same store, and takes the same clock again', () => {
+    const time = fakeClock(0)
+    const store = createMemoryStore()
+    createIdempotency({ store, now: time.now })
+    expect(() => createIdempotency({ store, now: time.now })).not.toThrow()
+    expect(() => createIdempotency({ store })).not.toThrow()
+    expect(() => createIdempotency({ store, now: () => 1 })).toThrow(
+      /already follows another engine's `now`/,
+    )
+  })
+
+  it('refuses a now that is not a function', () => {
+    expect(() =>
+      createIdempotency({ store: createMemoryStore(), now: 5 as unknown as () => number }),
+    ).toThrow(TypeError)
   })
 })
