@@ -21,7 +21,7 @@ const lockTimeout = 2000
 const crashingLockTimeout = 3000
 
 describe.skipIf(!databaseUrl)(
-  'an executor process that is killed or paused mid-handler, on PostgreSQL [postgres] (skipped: DATABASE_URL is not set)',
+  `an executor process that is killed or paused mid-handler, on PostgreSQL [postgres]${databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'}`,
   () => {
     const database = connect({ url: databaseUrl, max: 2 })
     const http = createHttpClient()

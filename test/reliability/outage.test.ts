@@ -26,7 +26,7 @@ const unavailable: Record<Adapter, string> = {
 }
 
 describe.skipIf(!databaseUrl)(
-  'the records database going away and coming back, through a TCP proxy on PostgreSQL [postgres] (skipped: DATABASE_URL is not set)',
+  `the records database going away and coming back, through a TCP proxy on PostgreSQL [postgres]${databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'}`,
   () => {
     /** Direct: the schema, the business rows and the checks. Never cut. */
     const direct = connect({ url: databaseUrl, max: 3 })

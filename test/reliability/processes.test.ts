@@ -10,7 +10,7 @@ const processes = 4
 const callers = 500
 
 describe.skipIf(!databaseUrl)(
-  `${callers} concurrent requests with one key spread over ${processes} OS processes on PostgreSQL [postgres] (skipped: DATABASE_URL is not set)`,
+  `${callers} concurrent requests with one key spread over ${processes} OS processes on PostgreSQL [postgres]${databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'}`,
   () => {
     const database = connect({ url: databaseUrl, max: 2 })
     const http = createHttpClient()
