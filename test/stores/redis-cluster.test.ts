@@ -5,8 +5,8 @@ import { Cluster } from 'ioredis'
 import { createCluster } from 'redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { describeStoreConformance } from './conformance'
-import { canStartRedis, type LocalRedisCluster, startRedisCluster } from './redis-cluster-fixture'
 import { redisUrl } from './redis-fixtures'
+import { canStartRedis, type LocalRedisCluster, startRedisCluster } from './redis-servers'
 
 // Runs where the real-Redis suites run (REDIS_URL set, as on CI) and the machine can start
 // redis-server itself: the test makes a three-master cluster of its own on free ports.

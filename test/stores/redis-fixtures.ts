@@ -47,12 +47,20 @@ export type NodeRedisClient = Awaited<ReturnType<typeof connectNodeRedis>>
 
 /** Both supported clients, for `describe.each`. */
 export const clientKinds = [
-  { name: 'ioredis', library: 'ioredis', connect: () => connectIoRedis() },
-  { name: 'node-redis', library: 'node-redis', connect: () => connectNodeRedis() },
+  {
+    name: 'ioredis',
+    library: 'ioredis',
+    connect: (url = redisUrl) => connectIoRedis(url),
+  },
+  {
+    name: 'node-redis',
+    library: 'node-redis',
+    connect: (url = redisUrl) => connectNodeRedis(url),
+  },
   {
     name: 'node-redis on RESP3',
     library: 'node-redis',
-    connect: () => connectNodeRedis(redisUrl, 3),
+    connect: (url = redisUrl) => connectNodeRedis(url, 3),
   },
 ] as const
 

@@ -23,6 +23,7 @@ import {
   serverTime,
   uniquePrefix,
 } from './redis-fixtures'
+import { canStartRedis, type LocalRedisServer, startRedisServer } from './redis-servers'
 
 const prefix = uniquePrefix('redis')
 let admin: Redis
@@ -181,26 +182,6 @@ describe.skipIf(!redisUrl).each(clientKinds)(
           leaseToken: input.leaseToken,
         },
       })
-    })
-
-    it('runs a script with EVAL after SCRIPT FLUSH, then with EVALSHA again', async () => {
-      await admin.script('FLUSH')
-      const methods = client as unknown as ScriptMethods
-      const evalSha = vi.spyOn(methods, library === 'ioredis' ? 'evalsha' : 'evalSha')
-      const evalSource = vi.spyOn(methods, 'eval')
-      try {
-        const first = claimInput()
-        expect(await store.claim(first)).toMatchObject({ claimed: true })
-        expect(evalSha).toHaveBeenCalledTimes(1) // answered NOSCRIPT
-        expect(evalSource).toHaveBeenCalledTimes(1) // ran the script and cached it
-        expect(await store.claim(claimInput())).toMatchObject({ claimed: true })
-        expect(evalSha).toHaveBeenCalledTimes(2)
-        expect(evalSource).toHaveBeenCalledTimes(1)
-        expect(await store.get(first.scope, first.key)).toMatchObject({ status: 'in_progress' })
-      } finally {
-        evalSha.mockRestore()
-        evalSource.mockRestore()
-      }
     })
 
     it('answers a re-sent claim (same lease token) as claimed and changes nothing', async () => {
@@ -448,3 +429,43 @@ function spyOnScripts(client: Redis | NodeRedisClient): () => number {
     return count
   }
 }
+
+// SCRIPT FLUSH empties the script cache of the whole server: it runs on a server of this test's
+// own, so that no other test (or run) sharing REDIS_URL sees its scripts vanish.
+describe.skipIf(!redisUrl || !canStartRedis()).each(clientKinds)(
+  `[redis] scripts after SCRIPT FLUSH, through $name, on a Redis of the test's own${noRedis}`,
+  ({ library, connect }) => {
+    let server: LocalRedisServer
+    let client: Redis | NodeRedisClient
+    beforeAll(async () => {
+      server = await startRedisServer()
+      client = await connect(server.url)
+    })
+    afterAll(async () => {
+      if (client) await closeClient(client)
+      await server?.stop()
+    })
+
+    it('runs a script with EVAL after SCRIPT FLUSH, then with EVALSHA again', async () => {
+      const store = createRedisStore(client, { prefix: uniquePrefix('flush') })
+      await store.claim(claimInput())
+      await server.admin.script('FLUSH')
+      const methods = client as unknown as ScriptMethods
+      const evalSha = vi.spyOn(methods, library === 'ioredis' ? 'evalsha' : 'evalSha')
+      const evalSource = vi.spyOn(methods, 'eval')
+      try {
+        const first = claimInput()
+        expect(await store.claim(first)).toMatchObject({ claimed: true })
+        expect(evalSha).toHaveBeenCalledTimes(1) // answered NOSCRIPT
+        expect(evalSource).toHaveBeenCalledTimes(1) // ran the script and cached it
+        expect(await store.claim(claimInput())).toMatchObject({ claimed: true })
+        expect(evalSha).toHaveBeenCalledTimes(2)
+        expect(evalSource).toHaveBeenCalledTimes(1)
+        expect(await store.get(first.scope, first.key)).toMatchObject({ status: 'in_progress' })
+      } finally {
+        evalSha.mockRestore()
+        evalSource.mockRestore()
+      }
+    })
+  },
+)

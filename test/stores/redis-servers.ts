@@ -53,6 +53,78 @@ export interface LocalRedisCluster {
   stop(): Promise<void>
 }
 
+function spawnRedis(port: number, dir: string, extra: string[] = []): ChildProcess {
+  return spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      ...extra,
+    ],
+    { stdio: 'ignore' },
+  )
+}
+
+async function stopAll(servers: ChildProcess[], dir: string) {
+  await Promise.all(
+    servers.map(async (server) => {
+      if (server.exitCode !== null) return
+      server.kill('SIGKILL')
+      await once(server, 'exit')
+    }),
+  )
+  rmSync(dir, { recursive: true, force: true })
+}
+
+async function connected(port: number): Promise<Redis> {
+  const node = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 1 })
+  node.on('error', () => {})
+  await until('a server answering PING', async () => {
+    if (node.status !== 'ready') await node.connect()
+    return (await node.ping()) === 'PONG'
+  })
+  return node
+}
+
+export interface LocalRedisServer {
+  url: string
+  /** A plain client of the server, for the test's own commands. */
+  admin: Redis
+  stop(): Promise<void>
+}
+
+/**
+ * Starts one Redis server of the test's own (no persistence, in a temporary folder): for tests
+ * that change server-wide state, such as `SCRIPT FLUSH`, which must not reach a shared Redis.
+ */
+export async function startRedisServer(): Promise<LocalRedisServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'im-redis-'))
+  const port = await freePort(0)
+  const server = spawnRedis(port, dir)
+  try {
+    const admin = await connected(port)
+    return {
+      url: `redis://127.0.0.1:${port}`,
+      admin,
+      stop: async () => {
+        admin.disconnect()
+        await stopAll([server], dir)
+      },
+    }
+  } catch (error) {
+    await stopAll([server], dir)
+    throw error
+  }
+}
+
 /**
  * Starts `size` Redis servers in cluster mode (no persistence, in a temporary folder), joins
  * them as masters without replicas, and resolves once every node reports `cluster_state:ok`.
@@ -61,50 +133,21 @@ export async function startRedisCluster(size = 3): Promise<LocalRedisCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'im-redis-cluster-'))
   const ports: number[] = []
   for (let i = 0; i < size; i++) ports.push(await freeClusterPort())
-  const servers: ChildProcess[] = ports.map((port) =>
-    spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--cluster-enabled',
-        'yes',
-        '--cluster-config-file',
-        join(dir, `nodes-${port}.conf`),
-        '--dir',
-        dir,
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-      ],
-      { stdio: 'ignore' },
-    ),
+  const servers = ports.map((port) =>
+    spawnRedis(port, dir, [
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      join(dir, `nodes-${port}.conf`),
+    ]),
   )
-  const nodes = ports.map(
-    (port) => new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 1 }),
-  )
+  const nodes: Redis[] = []
   const stop = async () => {
     for (const node of nodes) node.disconnect()
-    await Promise.all(
-      servers.map(async (server) => {
-        if (server.exitCode !== null) return
-        server.kill('SIGKILL')
-        await once(server, 'exit')
-      }),
-    )
-    rmSync(dir, { recursive: true, force: true })
+    await stopAll(servers, dir)
   }
   try {
-    for (const node of nodes) {
-      node.on('error', () => {})
-      await until('a node answering PING', async () => {
-        if (node.status !== 'ready') await node.connect()
-        return (await node.ping()) === 'PONG'
-      })
-    }
+    for (const port of ports) nodes.push(await connected(port))
     execFileSync(
       'redis-cli',
       [
