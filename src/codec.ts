@@ -187,7 +187,7 @@ const unusual = Symbol('unusual')
 function appendCanonicalJson(text: string, value: unknown, depth: number): string | typeof unusual {
   switch (typeof value) {
     case 'string':
-      return needsEscaping.test(value) ? text + JSON.stringify(value) : `${text}"${value}"`
+      return text + jsonString(value)
     case 'number':
       return Number.isFinite(value) ? text + String(value) : unusual
     case 'boolean':

@@ -829,8 +829,8 @@ export function createIdempotency<TTransaction = unknown>(
       // An own property, not a method: adapters hand `deriveKey` on detached from the lease,
       // and a handler may spread its context.
       this.deriveKey = (name: string) => hashParts('idempotent-mutations/v1', scope, key, name)
-      this.#scope = record.scope
-      this.#key = record.key
+      this.#scope = scope
+      this.#key = key
       this.#leaseToken = record.leaseToken
       this.#fingerprint = record.fingerprint
       this.#ttl = ttl
