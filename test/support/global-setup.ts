@@ -22,7 +22,7 @@ async function dropOrphanedSchemas(url: string): Promise<void> {
   const sql = postgres(url, { max: 1, onnotice: () => {} })
   try {
     const rows = await sql<{ name: string }[]>`
-      select nspname as name from pg_namespace where nspname like 'im\_%'`
+      select nspname as name from pg_namespace where starts_with(nspname, 'im_')`
     for (const { name } of rows) {
       const pid = testSchemaSuffix.exec(name)?.[1]
       if (pid === undefined || isRunning(Number(pid))) continue
