@@ -87,6 +87,53 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
       expect(statements).toBe(2)
     })
 
+    it('a claim refused by a standing record is one statement that writes nothing: no row lock, no new row version', async () => {
+      const store = await options.createCountedStore()
+      const { name, schema } = getTableConfig(store.table)
+      const claim = {
+        scope: 's',
+        key: randomUUID(),
+        fingerprint: 'f',
+        leaseToken: 't',
+        lockTimeoutMs: 60_000,
+        ttlMs: 60_000,
+      }
+      // A row lock would show as the locker's transaction id in xmax; a write as a new ctid.
+      const version = async () =>
+        (
+          await query(
+            sql`select ctid::text as ctid, xmin::text as xmin, xmax::text as xmax from ${sql.identifier(schema!)}.${sql.identifier(name)} where scope = 's' and key = ${claim.key}`,
+          )
+        )[0]
+      expect((await store.claim(claim)).claimed).toBe(true)
+      const inProgress = await version()
+      expect(inProgress).toMatchObject({ xmax: '0' })
+      const refused = await counter.count(async () => {
+        // 409 (a live lease) and 422 (another payload under the key).
+        expect(await store.claim({ ...claim, leaseToken: 'u' })).toMatchObject({
+          claimed: false,
+          record: { status: 'in_progress', leaseToken: 't' },
+        })
+        expect(await store.claim({ ...claim, leaseToken: 'v', fingerprint: 'g' })).toMatchObject({
+          claimed: false,
+          record: { fingerprint: 'f' },
+        })
+      })
+      expect(refused).toBe(2)
+      expect(await version()).toEqual(inProgress)
+
+      expect(await store.complete({ ...claim, response: 'r' })).toBe(true)
+      const completed = await version()
+      const replayed = await counter.count(async () => {
+        expect(await store.claim({ ...claim, leaseToken: 'w' })).toMatchObject({
+          claimed: false,
+          record: { status: 'completed', response: 'r' },
+        })
+      })
+      expect(replayed).toBe(1)
+      expect(await version()).toEqual(completed)
+    })
+
     it('sweep deletes expired records with one statement per batch', async () => {
       const store = await options.createCountedStore()
       const { name, schema } = getTableConfig(store.table)

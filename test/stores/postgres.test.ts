@@ -105,16 +105,36 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
           claimed: false,
           record: { status: 'completed', response: 'r', leaseToken: 't' },
         })
-        // Three statements, each once through `unsafe` as a prepared statement, each logged.
-        expect(sent.map((call) => call.prepare)).toEqual([true, true, true])
+        // A lease that is over at once: its takeover reads the record, then claims under the lock.
+        const stale = claimInput({ key: 'stale', lockTimeoutMs: 0 })
+        expect((await store.claim(stale)).claimed).toBe(true)
+        expect(await store.claim({ ...stale, leaseToken: 'u' })).toMatchObject({
+          claimed: true,
+          takeover: true,
+        })
+        // Each statement once through `unsafe` as a prepared statement, each logged: a first
+        // execution is two (insert or read, complete), a replay one, a takeover two (insert or
+        // read, claim under the lock).
+        expect(sent.map((call) => call.prepare)).toEqual([true, true, true, true, true, true])
         expect(logged).toEqual(sent.map((call) => call.text))
-        expect(sent[0]?.text).toMatch(/^with "done" as/)
-        expect(sent[1]?.text).toMatch(/^update /)
-        // Prepared on this one connection once each: the claim's text and the completion's.
+        const [insertOrRead, complete, , , , underLock] = sent.map((call) => call.text)
+        expect(insertOrRead).toMatch(/^with "inserted" as/)
+        expect(complete).toMatch(/^update /)
+        expect(underLock).toMatch(/^with "done" as/)
+        expect(sent.map((call) => call.text)).toEqual([
+          insertOrRead,
+          complete,
+          insertOrRead,
+          insertOrRead,
+          insertOrRead,
+          underLock,
+        ])
+        // Prepared on this one connection once each.
         const prepared = await single`select statement from pg_prepared_statements`
         const texts = prepared.map((row) => row.statement as string)
-        expect(texts.filter((text) => text === sent[0]?.text)).toHaveLength(1)
-        expect(texts.filter((text) => text === sent[1]?.text)).toHaveLength(1)
+        for (const text of [insertOrRead, complete, underLock]) {
+          expect(texts.filter((candidate) => candidate === text)).toHaveLength(1)
+        }
       } finally {
         await single.end()
       }
@@ -158,15 +178,24 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         await store.claim(claim)
         await store.claim({ ...claim, leaseToken: 'u' })
         await store.complete({ ...claim, response: 'r' })
+        const stale = claimInput({ key: 'stale', lockTimeoutMs: 0 })
+        await store.claim(stale)
+        expect(await store.claim({ ...stale, leaseToken: 'u' })).toMatchObject({ takeover: true })
         const { rows } = await connection.query<{ name: string }>(
           'select name from pg_prepared_statements order by name',
         )
         const names = rows.map((row) => row.name.replace(/_[0-9a-f]{12}$/, ''))
-        expect(names).toEqual(['idempotent_mutations_claim', 'idempotent_mutations_complete'])
-        // Each statement reached drizzle's logger once.
-        expect(logged).toHaveLength(3)
-        expect(logged[0]).toBe(logged[1])
+        expect(names).toEqual([
+          'idempotent_mutations_claim',
+          'idempotent_mutations_complete',
+          'idempotent_mutations_insert_or_read',
+        ])
+        // Each statement reached drizzle's logger once: insert or read twice, complete, insert
+        // or read twice more, and the takeover's claim under the lock.
+        expect(logged).toHaveLength(6)
+        expect(new Set([logged[0], logged[1], logged[3], logged[4]]).size).toBe(1)
         expect(logged[2]).toMatch(/^update /)
+        expect(logged[5]).toMatch(/^with "done" as/)
       } finally {
         await connection.end()
       }

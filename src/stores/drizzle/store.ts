@@ -112,7 +112,6 @@ export const epochMs = (value: SQL | PgColumn) =>
 // A completed record that still counts: what a replay reads (`prefix` is a table alias and dot).
 const completedAndLive = (prefix: SQL) =>
   sql`(${prefix}status = 'completed' and ${prefix}expires_at > now())`
-export const asBoolean = (value: unknown) => value === true || value === 't' || value === 'true'
 export const millisecondsFrom = (milliseconds: SQLWrapper | number) =>
   sql`now() + ${milliseconds}::float8 * interval '1 millisecond'`
 
@@ -181,7 +180,13 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   }
 
   /*
-   * The claim, in one statement. A record's life (times from the server's now()):
+   * A claim is one statement, rarely two. The first (`insertOrRead`, below this one) inserts
+   * the record or reads the one that stands, without a row lock: that answers a free key, a
+   * replay, a 409 and a 422. Only a record it reads as expired, or as an in-progress record
+   * whose lease ran out under the same payload, goes on to this second statement, the claim
+   * under the row lock, which decides overwrite and takeover atomically.
+   *
+   * The claim under the lock. A record's life (times from the server's now()):
    *
    *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
    *                        │    │                                                  ▲
@@ -253,16 +258,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const claimQuery = uncached(
     db
       .with(done, claimed)
-      .select({
-        state: sql<number>`r.state`,
-        fingerprint: sql<string>`r.fingerprint`,
-        status: sql<RecordStatus>`r.status`,
-        response: sql<string | null>`r.response`,
-        leaseToken: sql<string>`r.lease_token`,
-        lockedUntil: epochMs(sql`r.locked_until`),
-        expiresAt: epochMs(sql`r.expires_at`),
-        now: epochMs(sql`now()`),
-      })
+      .select(claimRowFields)
       .from(sql`(
       select case when takeover then 2 else 1 end as state, null::text as fingerprint,
         null::text as status, null::text as response, null::text as lease_token,
@@ -283,12 +279,15 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       limit 1
     ) as r`),
   )
-  const claimParameters = claimQuery.toSQL().params
-  if (claimParameters[0] !== p.scope || claimParameters[1] !== p.key) {
-    throw new Error(
-      'idempotent-mutations: the claim statement does not start with the scope and key parameters it refers to as $1 and $2',
-    )
+  const startsWithScopeAndKey = (query: { toSQL(): { params: unknown[] } }) => {
+    const [first, second] = query.toSQL().params
+    if (first !== p.scope || second !== p.key) {
+      throw new Error(
+        'idempotent-mutations: a claim statement does not start with the scope and key parameters it refers to as $1 and $2',
+      )
+    }
   }
+  startsWithScopeAndKey(claimQuery)
   const claimStatement = claimQuery.prepare(statementName('claim'))
   // On PGlite the claim and the completion run as session functions (see ./pglite.ts).
   const pglite = pgliteClientOf(db)
@@ -311,19 +310,29 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const claimRow = async (values: Record<string, unknown>): Promise<ClaimRow | undefined> => {
     const statement = pgliteClaim || directClaim
     if (!statement) return (await claimStatement.execute(values))[0]
-    const [row] = await statement.run(values)
-    if (row === undefined) return undefined
-    const [state, fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
-    return {
-      state: Number(state),
-      fingerprint: fingerprint as string,
-      status: status as RecordStatus,
-      response: response as string | null,
-      leaseToken: leaseToken as string,
-      lockedUntil: Number(lockedUntil),
-      expiresAt: Number(expiresAt),
-      now: Number(now),
-    }
+    return claimRowOf((await statement.run(values))[0])
+  }
+
+  // The first phase, with the same placeholders (scope and key referred to as $1 and $2 again).
+  const firstPhaseQuery = insertOrReadQuery(db, table, p, again)
+  startsWithScopeAndKey(firstPhaseQuery)
+  const firstPhaseStatement = firstPhaseQuery.prepare(statementName('insert_or_read'))
+  const pgliteFirstPhase =
+    pglite &&
+    pgliteFunction(
+      pglite,
+      logger,
+      statementName('insert_or_read'),
+      firstPhaseQuery.toSQL(),
+      `table(state integer, fingerprint text, status text, response text, lease_token text,
+        locked_until float8, expires_at float8, now float8)`,
+      (statement) => `begin\n  return query ${statement};\nend`,
+    )
+  const directFirstPhase = direct?.(statementName('insert_or_read'), firstPhaseQuery.toSQL())
+  const firstPhaseRow = async (values: Record<string, unknown>) => {
+    const statement = pgliteFirstPhase || directFirstPhase
+    if (!statement) return (await firstPhaseStatement.execute(values))[0]
+    return claimRowOf((await statement.run(values))[0])
   }
 
   const current = and(
@@ -419,12 +428,15 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         ttlMs: input.ttlMs,
       }
       for (let attempt = 1; attempt <= maxClaimAttempts; attempt++) {
-        const row = await claimRow(values)
+        let row = await firstPhaseRow(values)
+        // The second phase, for a record to overwrite or take over (see insertOrReadQuery).
+        if (row?.state === 0 && claimsUnderLock(row, input.fingerprint)) {
+          row = await claimRow(values)
+        }
         // No row at all: a concurrent claimer inserted the record after this statement's
         // snapshot was taken. ON CONFLICT saw it (and left it alone), but the outer SELECT,
         // reading the older snapshot, did not. Running again reads a snapshot that has it.
         if (row === undefined) continue
-        // `> 0` rather than `=== 0`: a driver that hands integers back as text still compares.
         if (row.state > 0) {
           return {
             claimed: true,
@@ -432,20 +444,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
             record: claimedRecord(input, row.lockedUntil, row.expiresAt),
           }
         }
-        return {
-          claimed: false,
-          record: {
-            scope: input.scope,
-            key: input.key,
-            fingerprint: row.fingerprint,
-            status: row.status,
-            response: row.response,
-            leaseToken: row.leaseToken,
-            lockedUntil: row.lockedUntil,
-            expiresAt: row.expiresAt,
-          },
-          now: row.now,
-        }
+        return { claimed: false, record: standingRecord(input, row), now: row.now }
       }
       throw new Error(
         `idempotent-mutations: the claim of a key read no record ${maxClaimAttempts} times in a row (constant concurrent release and claim of one key)`,
@@ -506,8 +505,119 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   }
 }
 
-/** What the claim statement returns (see `claimQuery`): the standing record's fields and more. */
-type ClaimRow = Omit<IdempotencyRecord, 'scope' | 'key'> & { state: number; now: number }
+/**
+ * What both claim statements return (`insertOrReadQuery`, `claimQuery`): `state` 0 when a
+ * standing record refused the claim (its fields follow), 1 claimed, 2 claimed by takeover (the
+ * claimed record's times only), and the server's `now`.
+ */
+export type ClaimRow = Omit<IdempotencyRecord, 'scope' | 'key'> & { state: number; now: number }
+
+/** The columns of a {@link ClaimRow}, selected from the claim statements' `r`. */
+const claimRowFields = {
+  // A number even from a driver that hands integers back as text.
+  state: sql<number>`r.state`.mapWith(Number),
+  fingerprint: sql<string>`r.fingerprint`,
+  status: sql<RecordStatus>`r.status`,
+  response: sql<string | null>`r.response`,
+  leaseToken: sql<string>`r.lease_token`,
+  lockedUntil: epochMs(sql`r.locked_until`),
+  expiresAt: epochMs(sql`r.expires_at`),
+  now: epochMs(sql`now()`),
+}
+
+/** A claim row as a direct statement returns it (an array), or undefined for no row. */
+function claimRowOf(row: unknown[] | undefined): ClaimRow | undefined {
+  if (row === undefined) return undefined
+  const [state, fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
+  return {
+    state: Number(state),
+    fingerprint: fingerprint as string,
+    status: status as RecordStatus,
+    response: response as string | null,
+    leaseToken: leaseToken as string,
+    lockedUntil: Number(lockedUntil),
+    expiresAt: Number(expiresAt),
+    now: Number(now),
+  }
+}
+
+/** The standing record of a refused claim of `input`. */
+export function standingRecord(input: ClaimInput, row: ClaimRow): IdempotencyRecord {
+  return {
+    scope: input.scope,
+    key: input.key,
+    fingerprint: row.fingerprint,
+    status: row.status,
+    response: row.response,
+    leaseToken: row.leaseToken,
+    lockedUntil: row.lockedUntil,
+    expiresAt: row.expiresAt,
+  }
+}
+
+/**
+ * Whether a standing record the first phase read may be claimed after all, which only the
+ * claim under the row lock decides: it expired, or it is in progress, its lease is over and
+ * the payload is the same (a takeover). Times are whole milliseconds, floored, from one
+ * statement's `now()`: a record that SQL holds still live by less than a millisecond reads as
+ * over here, which costs the second statement and changes no answer.
+ */
+export function claimsUnderLock(row: ClaimRow, fingerprint: string): boolean {
+  return (
+    row.expiresAt <= row.now ||
+    (row.status === 'in_progress' && row.lockedUntil <= row.now && row.fingerprint === fingerprint)
+  )
+}
+
+/** A claim's inputs as SQL: placeholders (prepared statements) or the values themselves. */
+export type ClaimValues = {
+  [Name in keyof Omit<ClaimInput, 'lockTimeoutMs' | 'ttlMs'>]: SQLWrapper | string
+} & { lockTimeoutMs: SQLWrapper | number; ttlMs: SQLWrapper | number }
+
+/**
+ * The first phase of a claim, and usually the whole of it: insert a fresh in-progress record,
+ * or read the record that stands. ON CONFLICT DO NOTHING takes no row lock and writes nothing
+ * when the key exists, so a replay, a 409 and a 422 cost one read-only statement; it still
+ * waits for a concurrent uncommitted insert of the key (it must know whether the conflict is
+ * real), which transactional mode's wait is built on. Returns a {@link ClaimRow}: state 1
+ * (claimed) or 0 with the standing record as this statement's snapshot holds it (no row when a
+ * concurrent claim inserted it after the snapshot; the caller runs the claim again).
+ *
+ * A standing record changed by another claim after the snapshot (completed, released) is
+ * answered as the snapshot holds it: a duplicate that raced the completion gets 409 and its
+ * retry replays. `values` are placeholders or values; `again`, if given, refers to the scope
+ * and key a second time (the store's `$1` and `$2`).
+ */
+export function insertOrReadQuery(
+  db: DrizzlePgDatabase,
+  table: IdempotencyTable,
+  values: ClaimValues,
+  again: Pick<ClaimValues, 'scope' | 'key'> = values,
+) {
+  const inserted = db.$with('inserted', {}).as(sql`
+    insert into ${table}
+      (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
+    values (${values.scope}, ${values.key}, ${values.fingerprint}, 'in_progress', null,
+      ${values.leaseToken}, ${millisecondsFrom(values.lockTimeoutMs)},
+      ${millisecondsFrom(values.ttlMs)})
+    on conflict (scope, key) do nothing
+    returning locked_until, expires_at`)
+  // Never from a drizzle query cache: it has an INSERT in it.
+  return uncached(
+    db
+      .with(inserted)
+      .select(claimRowFields)
+      .from(sql`(
+      select 1 as state, null::text as fingerprint, null::text as status, null::text as response,
+        null::text as lease_token, locked_until, expires_at
+      from inserted
+      union all
+      select 0, fingerprint, status, response, lease_token, locked_until, expires_at
+      from ${table}
+      where scope = ${again.scope} and key = ${again.key} and not exists (select 1 from inserted)
+    ) as r`),
+  )
+}
 
 /** The record's columns as selected from `prefix` (a table or the claim's `r`). */
 export function recordFields(prefix: SQL) {

@@ -1,21 +1,20 @@
 import { and, eq, sql } from 'drizzle-orm'
-import type {
-  ClaimInput,
-  CompleteInput,
-  StoreTransaction,
-  TransactionClaimOptions,
-  TransactionClaimResult,
+import {
+  type ClaimInput,
+  type CompleteInput,
+  claimedRecord,
+  type StoreTransaction,
+  type TransactionClaimOptions,
+  type TransactionClaimResult,
 } from '../../store'
 import {
-  asBoolean,
+  claimsUnderLock,
   createDrizzleStore,
   type DrizzlePgDatabase,
-  epochMs,
+  insertOrReadQuery,
   maxClaimAttempts,
-  millisecondsFrom,
   postgresErrorCode,
-  recordFields,
-  toRecord,
+  standingRecord,
   uncached,
 } from './store'
 import type { IdempotencyTable } from './table'
@@ -78,64 +77,25 @@ function createStoreTransaction<TTransaction>(
     return row?.previous ?? '0'
   }
 
-  /**
-   * The first phase of a claim: insert, or read what stands, without taking a row lock. ON
-   * CONFLICT DO NOTHING still waits for a concurrent uncommitted insert of the key (it must know
-   * whether the conflict is real), which is the wait transactional mode is built on; but unlike
-   * DO UPDATE it does not lock an existing row, so a crowd replaying one completed record does
-   * not queue on its lock until each transaction ends.
-   */
-  async function insertOrRead(input: ClaimInput) {
-    const inserted = tx.$with('inserted', {}).as(sql`
-      insert into ${table}
-        (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
-      values (${input.scope}, ${input.key}, ${input.fingerprint}, 'in_progress', null,
-        ${input.leaseToken}, ${millisecondsFrom(input.lockTimeoutMs)},
-        ${millisecondsFrom(input.ttlMs)})
-      on conflict (scope, key) do nothing
-      returning scope, key, fingerprint, status, response, lease_token, locked_until, expires_at`)
-    // Never from a drizzle query cache: it has an INSERT in it (see the store's claim).
-    const [row] = await uncached(
-      tx
-        .with(inserted)
-        .select({
-          claimed: sql<boolean>`r.claimed`.mapWith(asBoolean),
-          ...recordFields(sql`r.`),
-          now: epochMs(sql`now()`),
-        })
-        .from(sql`(
-        select true as claimed, scope, key, fingerprint, status, response, lease_token,
-          locked_until, expires_at
-        from inserted
-        union all
-        select false, scope, key, fingerprint, status, response, lease_token, locked_until,
-          expires_at
-        from ${table}
-        where scope = ${input.scope} and key = ${input.key} and not exists (select 1 from inserted)
-      ) as r`),
-    )
-    return row
-  }
-
   async function claim(input: ClaimInput): Promise<TransactionClaimResult> {
     for (let attempt = 1; attempt <= maxClaimAttempts; attempt++) {
-      const row = await insertOrRead(input)
+      const [row] = await insertOrReadQuery(tx, table, input)
       // No row: the record was committed after this statement's snapshot (typically by the very
       // transaction this one waited for). The next statement's snapshot has it.
       if (row === undefined) continue
-      const { claimed, now, ...fields } = row
-      const record = toRecord(fields)
-      if (claimed) return { claimed: true, takeover: false, record }
-      // The second phase, only for a record that must be overwritten (it expired) or taken over
-      // (a non-transactional executor's lease ran out): the store's own claim decides that
-      // under the row lock, exactly as outside transactional mode.
-      const stale =
-        record.expiresAt <= now ||
-        (record.status === 'in_progress' &&
-          record.lockedUntil <= now &&
-          record.fingerprint === input.fingerprint)
-      if (stale) return createDrizzleStore(tx, { table }).claim(input)
-      return { claimed: false, record, now }
+      if (row.state > 0) {
+        return {
+          claimed: true,
+          takeover: false,
+          record: claimedRecord(input, row.lockedUntil, row.expiresAt),
+        }
+      }
+      // A record to overwrite (it expired) or take over (a non-transactional executor's lease
+      // ran out): the store's own claim decides that under the row lock, exactly as outside
+      // transactional mode.
+      if (claimsUnderLock(row, input.fingerprint))
+        return createDrizzleStore(tx, { table }).claim(input)
+      return { claimed: false, record: standingRecord(input, row), now: row.now }
     }
     throw new Error(
       `idempotent-mutations: the transactional claim of a key read no record ${maxClaimAttempts} times in a row`,
