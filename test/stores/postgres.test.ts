@@ -7,6 +7,7 @@ import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { ClaimInput } from '../../src'
+import { createIdempotency } from '../../src'
 import { databaseUrl, testSchema } from '../support/env'
 import { describeStoreConformance } from './conformance'
 import { describeDrizzleBehaviour } from './drizzle-behaviour'
@@ -196,6 +197,33 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         expect(new Set([logged[0], logged[1], logged[3], logged[4]]).size).toBe(1)
         expect(logged[2]).toMatch(/^update /)
         expect(logged[5]).toMatch(/^with "done" as/)
+      } finally {
+        await connection.end()
+      }
+    })
+
+    it('transactional mode prepares its claim and completion on the transaction connection [postgres]', async () => {
+      const connection = new pg.Client({ connectionString: url })
+      await connection.connect()
+      try {
+        const store = await tables.createStore(drizzleNodePg({ client: connection }))
+        const idempotency = createIdempotency({ store, replayCache: false })
+        const request = { key: 'k', operation: 'o', payload: {}, transactional: true } as const
+        expect(await idempotency.execute(request, async () => 1)).toEqual({
+          value: 1,
+          replayed: false,
+        })
+        expect(await idempotency.execute(request, async () => 2)).toEqual({
+          value: 1,
+          replayed: true,
+        })
+        const { rows } = await connection.query<{ name: string }>(
+          'select name from pg_prepared_statements order by name',
+        )
+        expect(rows.map((row) => row.name.replace(/_[0-9a-f]{12}$/, ''))).toEqual([
+          'idempotent_mutations_tx_claim',
+          'idempotent_mutations_tx_complete',
+        ])
       } finally {
         await connection.end()
       }

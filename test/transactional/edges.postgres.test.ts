@@ -59,14 +59,26 @@ describe.skipIf(!databaseUrl)(
       if (!dead.claimed) throw new Error('the setup claim did not win')
       await untilServerTime(pg.db, dead.record.lockedUntil)
 
+      const lockTimeout = sql`select current_setting('lock_timeout') as lock_timeout`
+      const [outside] = await pg.db.execute<{ lock_timeout: string }>(lockTimeout)
       const result = await idempotency.execute(
         { key, operation, payload, transactional: true },
-        async ({ tx, takeover }) => ({
-          takeover,
-          ...(await insertOrder(tx, pg.orders, key, 'drum')),
-        }),
+        async ({ tx, takeover }) => {
+          const [inside] = await (tx as unknown as typeof pg.db).execute<{ lock_timeout: string }>(
+            lockTimeout,
+          )
+          return {
+            takeover,
+            // The takeover's statement ran under the claim's bound; the handler does not.
+            lockTimeout: inside?.lock_timeout,
+            ...(await insertOrder(tx, pg.orders, key, 'drum')),
+          }
+        },
       )
-      expect(result).toMatchObject({ replayed: false, value: { takeover: true, item: 'drum' } })
+      expect(result).toMatchObject({
+        replayed: false,
+        value: { takeover: true, item: 'drum', lockTimeout: outside?.lock_timeout },
+      })
       expect(events.map((event) => event.type)).toEqual(['takeover', 'executed'])
       const record = await pg.recordOf(operation, key)
       expect(record).toMatchObject({ status: 'completed' })

@@ -1,9 +1,19 @@
 import { eq, sql } from 'drizzle-orm'
+import { drizzle } from 'drizzle-orm/postgres-js'
+import postgres from 'postgres'
 import { describe, expect, it, vi } from 'vitest'
-import { IdempotencyError, type IdempotencyEvent } from '../../src'
+import { createIdempotency, IdempotencyError, type IdempotencyEvent } from '../../src'
+import { createDrizzleStore } from '../../src/stores/drizzle'
 import { TableCache } from '../stores/drizzle-fixtures'
 import { databaseUrl, testSchema } from '../support/env'
-import { deferred, insertOrder, OutOfStock, usePostgres, waitForLockWaiter } from './fixtures'
+import {
+  deferred,
+  defineTables,
+  insertOrder,
+  OutOfStock,
+  usePostgres,
+  waitForLockWaiter,
+} from './fixtures'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
 const operation = 'orders.create'
@@ -192,6 +202,35 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
     )
     expect(value).toBe(outside?.lock_timeout)
     expect(value).not.toBe('50ms')
+  })
+
+  it('round trips (postgres.js): a first execution is BEGIN, the claim, SAVEPOINT, the handler, the completion, COMMIT; an uncached replay BEGIN, the claim, ROLLBACK', async () => {
+    // The claim sets the bound of its own wait and restores the caller's lock_timeout itself.
+    const sent: string[] = []
+    const client = postgres(databaseUrl!, {
+      max: 1,
+      onnotice: () => {},
+      debug: (_connection, query) => sent.push(query.trim().split(/\s+/)[0]!.toLowerCase()),
+    })
+    try {
+      await client`select 1` // the connection's own setup statements
+      const store = createDrizzleStore(drizzle({ client }), { table: defineTables(pg.schema).keys })
+      const idempotency = createIdempotency({ store, replayCache: false })
+      const key = pg.newKey('round-trips')
+      const request = { key, operation, payload: {}, transactional: true } as const
+      sent.length = 0
+      const first = await idempotency.execute(request, async ({ tx }) =>
+        insertOrder(tx, pg.orders, key, 'harp'),
+      )
+      expect(sent.splice(0)).toEqual(['begin', 'with', 'savepoint', 'insert', 'update', 'commit'])
+      expect(await idempotency.execute(request, async () => 'must not run')).toEqual({
+        value: first.value,
+        replayed: true,
+      })
+      expect(sent.splice(0)).toEqual(['begin', 'with', 'rollback'])
+    } finally {
+      await client.end()
+    }
   })
 
   it('a commit that fails reports STORE_UNAVAILABLE, keeps no record, and a retry runs again', async () => {

@@ -85,20 +85,23 @@ export function directStatementsOf(
   }
 }
 
-// postgres.js: the client is a function (the tagged template) with methods and its options.
+// postgres.js: the client is a function (the tagged template) with methods and its options; the
+// `sql` of one of its transactions has neither `begin` nor `options`, but `savepoint` and `typed`.
 function isPostgresJs(client: unknown): client is PostgresJsClient {
   const candidate = client as
     | (((...args: never[]) => unknown) & {
         unsafe?: unknown
         begin?: unknown
         options?: { parsers?: unknown }
+        savepoint?: unknown
+        typed?: unknown
       })
     | undefined
   return (
     typeof candidate === 'function' &&
     typeof candidate.unsafe === 'function' &&
-    typeof candidate.begin === 'function' &&
-    typeof candidate.options?.parsers === 'object'
+    ((typeof candidate.begin === 'function' && typeof candidate.options?.parsers === 'object') ||
+      (typeof candidate.savepoint === 'function' && typeof candidate.typed === 'function'))
   )
 }
 

@@ -21,7 +21,11 @@ import {
 import { directStatementsOf } from './direct'
 import { drizzleLoggerOf, pgliteClientOf, pgliteFunction } from './pglite'
 import { type IdempotencyTable, idempotencyKeys } from './table'
-import { runDrizzleTransaction } from './transactional'
+import {
+  runDrizzleTransaction,
+  type TransactionStatements,
+  transactionStatements,
+} from './transactional'
 
 /**
  * Any drizzle PostgreSQL database: `drizzle(postgres.js)`, `drizzle(node-postgres)`,
@@ -399,10 +403,17 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       .from(sql`swept`),
   ).prepare(statementName('sweep'))
 
+  // Transactional mode's statements, built on first use (see ./transactional.ts).
+  let forTransactions: TransactionStatements | undefined
+  const transactionStatementsOf = () => {
+    forTransactions ??= transactionStatements(db, table, statementName)
+    return forTransactions
+  }
+
   return {
     table,
 
-    transaction: (fn) => runDrizzleTransaction(db, table, fn),
+    transaction: (fn) => runDrizzleTransaction(db, transactionStatementsOf(), fn),
 
     async ensureTable() {
       for (const statement of createTableStatements(table)) {
@@ -513,7 +524,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
 export type ClaimRow = Omit<IdempotencyRecord, 'scope' | 'key'> & { state: number; now: number }
 
 /** The columns of a {@link ClaimRow}, selected from the claim statements' `r`. */
-const claimRowFields = {
+export const claimRowFields = {
   // A number even from a driver that hands integers back as text.
   state: sql<number>`r.state`.mapWith(Number),
   fingerprint: sql<string>`r.fingerprint`,
@@ -526,7 +537,7 @@ const claimRowFields = {
 }
 
 /** A claim row as a direct statement returns it (an array), or undefined for no row. */
-function claimRowOf(row: unknown[] | undefined): ClaimRow | undefined {
+export function claimRowOf(row: unknown[] | undefined): ClaimRow | undefined {
   if (row === undefined) return undefined
   const [state, fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
   return {
@@ -594,29 +605,53 @@ export function insertOrReadQuery(
   values: ClaimValues,
   again: Pick<ClaimValues, 'scope' | 'key'> = values,
 ) {
-  const inserted = db.$with('inserted', {}).as(sql`
-    insert into ${table}
-      (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
-    values (${values.scope}, ${values.key}, ${values.fingerprint}, 'in_progress', null,
-      ${values.leaseToken}, ${millisecondsFrom(values.lockTimeoutMs)},
-      ${millisecondsFrom(values.ttlMs)})
-    on conflict (scope, key) do nothing
-    returning locked_until, expires_at`)
   // Never from a drizzle query cache: it has an INSERT in it.
   return uncached(
     db
-      .with(inserted)
+      .with(insertedRecord(db, table, values))
       .select(claimRowFields)
-      .from(sql`(
+      .from(sql`(${insertedOrStanding(table, again)}) as r`),
+  )
+}
+
+/**
+ * The `inserted` CTE of {@link insertOrReadQuery}: the insert of a fresh in-progress record,
+ * which inserts nothing when the key exists. With `from`, its one row is selected from that
+ * (a CTE the insert must then run after) instead of being a VALUES list.
+ */
+export function insertedRecord(
+  db: DrizzlePgDatabase,
+  table: IdempotencyTable,
+  values: ClaimValues,
+  from?: SQL,
+) {
+  const row = sql`${values.scope}, ${values.key}, ${values.fingerprint}, 'in_progress', null,
+      ${values.leaseToken}, ${millisecondsFrom(values.lockTimeoutMs)},
+      ${millisecondsFrom(values.ttlMs)}`
+  return db.$with('inserted', {}).as(sql`
+    insert into ${table}
+      (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
+    ${from === undefined ? sql`values (${row})` : sql`select ${row} from ${from}`}
+    on conflict (scope, key) do nothing
+    returning locked_until, expires_at`)
+}
+
+/**
+ * The rows of a {@link ClaimRow} from the `inserted` CTE: the inserted record (state 1), else
+ * the standing one (state 0), as this statement's snapshot holds it.
+ */
+export function insertedOrStanding(
+  table: IdempotencyTable,
+  key: Pick<ClaimValues, 'scope' | 'key'>,
+) {
+  return sql`
       select 1 as state, null::text as fingerprint, null::text as status, null::text as response,
         null::text as lease_token, locked_until, expires_at
       from inserted
       union all
       select 0, fingerprint, status, response, lease_token, locked_until, expires_at
       from ${table}
-      where scope = ${again.scope} and key = ${again.key} and not exists (select 1 from inserted)
-    ) as r`),
-  )
+      where scope = ${key.scope} and key = ${key.key} and not exists (select 1 from inserted)`
 }
 
 /** The record's columns as selected from `prefix` (a table or the claim's `r`). */
