@@ -169,6 +169,10 @@ async function main(): Promise<void> {
             `  ${adapter}: first ÷ plain ${r.firstVsPlain}, replay ÷ plain ${r.replayVsPlain}, first ÷ floor ${r.firstVsFloor}, replay ÷ floor ${r.replayVsFloor}, replay (cache off) ÷ floor ${r.storeReplayVsFloor} (medians of rounds; ratios of means ${r.ofMeans.firstVsFloor}, ${r.ofMeans.replayVsFloor}, ${r.ofMeans.storeReplayVsFloor})`,
           )
         }
+        const tx = results.http.transactional
+        log(
+          `  tRPC, transactional: first ÷ floor ${tx.firstVsFloor}, first ÷ ours outside transactional mode ${tx.firstVsOurs} (medians of rounds; ratios of means ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs})`,
+        )
       } finally {
         await database.close()
       }

@@ -17,6 +17,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { initTRPC } from '@trpc/server'
 import { createHTTPServer } from '@trpc/server/adapters/standalone'
+import { sql } from 'drizzle-orm'
 import { createSchema, createYoga } from 'graphql-yoga'
 import type { Library } from '../lib/build'
 import type { Database } from '../lib/database'
@@ -36,6 +37,16 @@ export interface HttpResult {
   variants: VariantStats[]
   /** SQL statements per request (store, business and floor statements together). */
   statementsPerRequest: Record<string, number>
+  /**
+   * tRPC in transactional mode (claim, the handler's insert and the completion in one
+   * transaction): its first execution relative to the floor and to ours outside transactional
+   * mode, median of rounds and ratio of means.
+   */
+  transactional: {
+    firstVsFloor: number
+    firstVsOurs: number
+    ofMeans: { firstVsFloor: number; firstVsOurs: number }
+  }
   /**
    * Per adapter: time per request relative to the plain mutation and to the floor, each the
    * median over the rounds of the quotient within a round (`pairedRatio`); `ofMeans` holds
@@ -86,6 +97,8 @@ export async function benchHttp(
   const idempotency = lib.core.createIdempotency({ store })
   // The same engine with every retry read from the store.
   const storeRead = lib.core.createIdempotency({ store, replayCache: false })
+  // Transactional mode: the handler writes through the transaction its record commits in.
+  const transactional = lib.core.createIdempotency({ store })
 
   // Counts the statements this section sends itself; the store's are counted by drizzle.
   let ownStatements = 0
@@ -167,6 +180,8 @@ export async function benchHttp(
         post(`${trpcUrl}/idempotent`, trpcBody, `t-replay-${i % replayKeys}`),
       'tRPC ours: replay, cache off': (i) =>
         post(`${trpcUrl}/storeRead`, trpcBody, `t-replay-${i % replayKeys}`),
+      'tRPC ours, transactional: first execution': (i) =>
+        post(`${trpcUrl}/transactional`, trpcBody, `t-tx-first-${i}`),
       'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
       'tRPC floor: replay': (i) =>
         post(`${trpcUrl}/floor`, trpcBody, `t-floor-replay-${i % replayKeys}`),
@@ -233,12 +248,18 @@ export async function benchHttp(
       ...ratiosOf(adapter, (a, b) => pairedRatio(a, b)),
       ofMeans: ratiosOf(adapter, ofMeans),
     })
+    const tx = byName(variants, 'tRPC ours, transactional: first execution')
+    const txVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
+      firstVsFloor: quotient(tx, byName(variants, 'tRPC floor: first execution')),
+      firstVsOurs: quotient(tx, byName(variants, 'tRPC ours: first execution')),
+    })
     return {
       backend: database.backend,
       settings: database.settings,
       variants,
       statementsPerRequest,
       ratios: { tRPC: both('tRPC'), Yoga: both('Yoga') },
+      transactional: { ...txVs((a, b) => pairedRatio(a, b)), ofMeans: txVs(ofMeans) },
     }
   } finally {
     await Promise.all(servers.map((server) => server.close()))
@@ -258,6 +279,20 @@ export async function benchHttp(
         .use(lib.trpc.createIdempotencyMiddleware({ idempotency: storeRead }))
         .input(parse)
         .mutation(({ input }) => insertOrder(input)),
+      transactional: t.procedure
+        .use(
+          lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
+        )
+        .input(parse)
+        .mutation(async ({ input, ctx }) => {
+          const result = await (ctx.tx as Database['db']).execute(
+            sql`insert into ${sql.identifier(schema)}.orders (item, quantity)
+              values (${input.item}, ${input.quantity}) returning id::text as id, item, quantity`,
+          )
+          // postgres.js answers the rows, PGlite an object that holds them.
+          const rows = Array.isArray(result) ? result : (result as { rows: unknown[] }).rows
+          return rows[0] as OrderRow
+        }),
       floor: t.procedure.input(parse).mutation(({ input, ctx }) => {
         const key = ctx.req.headers['idempotency-key']
         if (typeof key !== 'string') throw new Error('the floor needs a key')

@@ -85,6 +85,50 @@ describe.skipIf(!databaseUrl)(
       expect(record?.leaseToken).not.toBe(dead.record.leaseToken)
     })
 
+    it('a claim that waited on a commit reads again and takes the lapsed lease over; the handler runs under the caller lock_timeout', async () => {
+      const events: IdempotencyEvent[] = []
+      const idempotency = pg.engine({ concurrency: 'wait', waitTimeout: '20s' }, events)
+      const key = pg.newKey('waited')
+      const payload = { item: 'lute' }
+      const lockTimeout = sql`select current_setting('lock_timeout') as lock_timeout`
+      const [outside] = await pg.db.execute<{ lock_timeout: string }>(lockTimeout)
+      const inserted = deferred()
+      const commit = deferred()
+      // Another transaction holds, uncommitted, an in-progress record whose lease has lapsed
+      // (a non-transactional executor that died): the claim waits for it, and its statement's
+      // snapshot, older than that commit, reads no row.
+      const other = pg.db.transaction(async (tx) => {
+        await tx.execute(
+          sql`insert into ${sql.identifier(pg.schema)}."keys"
+            (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
+            values (${scope}, ${key}, ${fingerprint(payload)}, 'in_progress', null, 'dead',
+              now() - interval '1 second', now() + interval '1 minute')`,
+        )
+        inserted.resolve()
+        await commit.promise
+      })
+      await inserted.promise
+      const running = idempotency.execute(
+        { key, operation, payload, transactional: true },
+        async ({ tx, takeover }) => {
+          const [inside] = await (tx as unknown as typeof pg.db).execute<{ lock_timeout: string }>(
+            lockTimeout,
+          )
+          return { takeover, lockTimeout: inside?.lock_timeout }
+        },
+      )
+      await waitForLockWaiter(pg.db, `"${pg.schema}"."keys"`)
+      commit.resolve()
+      await other
+
+      expect(await running).toMatchObject({
+        replayed: false,
+        value: { takeover: true, lockTimeout: outside?.lock_timeout },
+      })
+      expect(events.map((event) => event.type)).toEqual(['takeover', 'executed'])
+      expect(await pg.recordOf(operation, key)).toMatchObject({ status: 'completed' })
+    })
+
     it('an expired completed record counts as absent: the operation runs again', async () => {
       const idempotency = pg.engine({ ttl: 50 })
       const key = pg.newKey('expired')

@@ -2,8 +2,9 @@ import type { Placeholder } from 'drizzle-orm'
 import type { QueryLogger } from './pglite'
 
 /**
- * On postgres.js and node-postgres the claim and the completion, one each per first execution,
- * go to the client directly instead of through drizzle's prepared query: drizzle's generic path
+ * On postgres.js and node-postgres the claim's statements and the completion (the statements of
+ * every first execution, and transactional mode's, see ./transactional.ts) go to the client
+ * directly instead of through drizzle's prepared query: drizzle's generic path
  * (placeholder filling, tracing spans, its cache check, mapping each row field by field) cost
  * about as much client CPU as the statements' own encoding and parsing, on every keyed call.
  * The statements are drizzle's, unchanged (`toSQL()` of the same queries), sent as the same

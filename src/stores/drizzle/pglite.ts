@@ -4,7 +4,7 @@ import { type DirectStatement, placeholderNames } from './direct'
  * PGlite parses and plans every statement it is sent: it has no prepared statements that outlive
  * one call, so the claim, the largest statement of the store, cost it about seven times a
  * `select 1`. A PL/pgSQL function keeps the plans of its statements for the session, and PGlite
- * is one session. So on PGlite the claim and the completion run as functions in `pg_temp`
+ * is one session. So on PGlite the claim's statements and the completion run as functions in `pg_temp`
  * (created on first use, gone when the PGlite instance closes, nothing written to your schema),
  * and each call parses only `select * from pg_temp.<name>($1, …)`: about a third of the time.
  */

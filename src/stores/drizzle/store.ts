@@ -129,14 +129,28 @@ export function uncached<TQuery>(query: TQuery): TQuery {
   return typeof cacheable.$withCache === 'function' ? cacheable.$withCache(false) : query
 }
 
+/** The placeholders of the store's prepared statements, by the name of the value they take. */
+export const p = {
+  scope: sql.placeholder('scope'),
+  key: sql.placeholder('key'),
+  fingerprint: sql.placeholder('fingerprint'),
+  leaseToken: sql.placeholder('leaseToken'),
+  lockTimeoutMs: sql.placeholder('lockTimeoutMs'),
+  ttlMs: sql.placeholder('ttlMs'),
+  response: sql.placeholder('response'),
+  batchSize: sql.placeholder('batchSize'),
+  lockWait: sql.placeholder('lockWait'),
+}
+
 // How often a claim re-runs when it read nothing (see claim below); each re-run sees a newer
 // snapshot, so the second one practically always answers.
 export const maxClaimAttempts = 10
 
 /**
  * Records in PostgreSQL through drizzle (postgres.js, node-postgres or PGlite). Every method
- * is one prepared statement (on PGlite, the claim and completion one call of a session
- * function, see ./pglite.ts); times come from the database's `now()`; commits are the
+ * is one prepared statement, except a claim that must overwrite or take a record over, which is
+ * two (see claimInPhases); on PGlite the claim's statements and the completion are calls of
+ * session functions (see ./pglite.ts). Times come from the database's `now()`; commits are the
  * database's normal durable ones.
  *
  * ```ts
@@ -172,194 +186,56 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     .slice(0, 12)
   const statementName = (kind: string) => `idempotent_mutations_${kind}_${tag}`
 
-  const p = {
-    scope: sql.placeholder('scope'),
-    key: sql.placeholder('key'),
-    fingerprint: sql.placeholder('fingerprint'),
-    leaseToken: sql.placeholder('leaseToken'),
-    lockTimeoutMs: sql.placeholder('lockTimeoutMs'),
-    ttlMs: sql.placeholder('ttlMs'),
-    response: sql.placeholder('response'),
-    batchSize: sql.placeholder('batchSize'),
-  }
-
-  /*
-   * A claim is one statement, rarely two. The first (`insertOrRead`, below this one) inserts
-   * the record or reads the one that stands, without a row lock: that answers a free key, a
-   * replay, a 409 and a 422. Only a record it reads as expired, or as an in-progress record
-   * whose lease ran out under the same payload, goes on to this second statement, the claim
-   * under the row lock, which decides overwrite and takeover atomically.
-   *
-   * The claim under the lock. A record's life (times from the server's now()):
-   *
-   *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
-   *                        │    │                                                  ▲
-   *                        │    └──release(token)──▶ (absent)                       │
-   *                        └──locked_until passes, same fingerprint──▶ claim = takeover
-   *
-   * INSERT … ON CONFLICT DO UPDATE … WHERE decides atomically under the row lock:
-   * - no row: the INSERT writes a fresh in_progress record (claimed).
-   * - expires_at passed: the record no longer counts, so it is overwritten (claimed, not a
-   *   takeover: `prior` below reads it as expired).
-   * - in_progress, lease over, same fingerprint: its executor died; take it over with a new
-   *   token, which fences the old executor's late complete/release off.
-   * - anything else (completed, valid lease, expired lease with another payload): the WHERE
-   *   is false, nothing changes, `claimed` is empty, and the outer SELECT returns the row so
-   *   the engine can replay, answer 409 or 422 without a second round trip.
-   * `prior` reads the statement's snapshot, which still holds the row as it was before this
-   * statement, so it tells a takeover from a claim of an absent or expired key.
-   *
-   * A replay takes no lock. A record that is completed and not expired in this statement's
-   * snapshot cannot change under it (claim, complete, release and sweep all leave such a record
-   * alone), so the INSERT is skipped (`done`) and the snapshot's row is returned as it is.
-   * Without this, ON CONFLICT DO UPDATE (and FOR SHARE) would lock the row even when nothing is
-   * updated: a row lock is a WAL write, so every replay would wait for a durable commit.
-   *
-   * READ COMMITTED corners, when another claim commits while this statement runs:
-   * - it changed the row after this statement's snapshot (took it over, completed it): a plain
-   *   SELECT would return the snapshot's stale version. `for share` makes Postgres fetch the
-   *   row's latest version instead (the ON CONFLICT branch already holds its lock, so this
-   *   never waits), so every refused claimer sees the winner's record. A row that was not yet
-   *   completed in the snapshot but is now fails the `for share` branch's re-check, and the
-   *   snapshot branch does not see it completed: no row, and claim() runs again (see below).
-   * - it inserted the row after the snapshot: ON CONFLICT sees it, the SELECT cannot, and the
-   *   statement returns no row; claim() runs it again (see below).
-   */
-  // Drizzle sends a placeholder once per use, so the scope and key, compared five times each,
-  // would travel as ten parameters for the driver to type and encode on every claim. After their
-  // first use (parameters $1 and $2, checked below) they are referred to by number instead.
+  // Drizzle sends a placeholder once per use, so the scope and key, compared several times each,
+  // would travel as that many parameters for the driver to type and encode on every claim.
+  // After their first use (parameters $1 and $2, checked below) they are referred to by number.
   const again = { scope: sql.raw('$1'), key: sql.raw('$2') }
-  // The standing record when it is completed and live, read once: it both keeps the INSERT
-  // from running and is the replay's answer.
-  const done = db.$with('done', {}).as(sql`
-    select fingerprint, status, response, lease_token, locked_until, expires_at
-    from ${table}
-    where scope = ${p.scope} and key = ${p.key} and ${completedAndLive(sql``)}`)
-  const claimed = db.$with('claimed', {}).as(sql`
-    insert into ${table} as t
-      (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
-    select ${again.scope}, ${again.key}, ${p.fingerprint}, 'in_progress', null, ${p.leaseToken},
-      ${millisecondsFrom(p.lockTimeoutMs)}, ${millisecondsFrom(p.ttlMs)}
-    where not exists (select 1 from done)
-    on conflict (scope, key) do update set
-      fingerprint = excluded.fingerprint, status = excluded.status, response = null,
-      lease_token = excluded.lease_token, locked_until = excluded.locked_until,
-      expires_at = excluded.expires_at
-    where t.expires_at <= now()
-      or (t.status = 'in_progress' and t.locked_until <= now() and t.fingerprint = excluded.fingerprint)
-    returning t.locked_until, t.expires_at,
-      exists (select 1 from ${table} as prior
-        where prior.scope = ${again.scope} and prior.key = ${again.key} and prior.expires_at > now()
-      ) as takeover`)
-  // The claim returns only what the engine does not already know: the caller's scope and key
-  // are the row's, and a claimed row also carries the caller's fingerprint and lease token,
-  // status in_progress and no response, so it returns just its times. Fewer columns is less
-  // for the driver to parse and drizzle to map on every replay.
-  // `state`: 0 the standing record refused the claim, 1 claimed, 2 claimed by takeover.
-  // The three branches exclude each other, so at most one row comes back; `limit 1` stops the
-  // scan there, and a replay (the second branch) never reads the table a second time.
-  // Never from a cache in front of drizzle: this select has an INSERT in it.
-  const claimQuery = uncached(
-    db
-      .with(done, claimed)
-      .select(claimRowFields)
-      .from(sql`(
-      select case when takeover then 2 else 1 end as state, null::text as fingerprint,
-        null::text as status, null::text as response, null::text as lease_token,
-        locked_until, expires_at
-      from claimed
-      union all
-      select 0, fingerprint, status, response, lease_token, locked_until, expires_at
-      from done
-      where not exists (select 1 from claimed)
-      union all
-      select 0, fingerprint, status, response, lease_token, locked_until, expires_at
-      from (
-        select * from ${table}
-        where scope = ${again.scope} and key = ${again.key} and not exists (select 1 from claimed)
-          and not ${completedAndLive(sql``)}
-        for share
-      ) as standing
-      limit 1
-    ) as r`),
-  )
-  const startsWithScopeAndKey = (query: { toSQL(): { params: unknown[] } }) => {
+  // A claim is one statement, rarely two: the first phase (insertOrReadQuery), and the claim
+  // under the row lock (lockedClaimQuery) for a record to overwrite or take over.
+  const claimQuery = lockedClaimQuery(db, table, p, again)
+  // On PGlite the claim's statements and the completion run as session functions (see
+  // ./pglite.ts); on postgres.js and node-postgres they skip drizzle's query path (see
+  // ./direct.ts); elsewhere they are drizzle's prepared statements.
+  const pglite = pgliteClientOf(db)
+  const logger = drizzleLoggerOf(db)
+  const direct = pglite ? undefined : directStatementsOf(db, logger)
+  const claimStatementOf = (
+    kind: string,
+    query: ReturnType<typeof insertOrReadQuery>,
+  ): ((values: Record<string, unknown>) => Promise<ClaimRow | undefined>) => {
     const [first, second] = query.toSQL().params
     if (first !== p.scope || second !== p.key) {
       throw new Error(
         'idempotent-mutations: a claim statement does not start with the scope and key parameters it refers to as $1 and $2',
       )
     }
+    const name = statementName(kind)
+    const statement =
+      (pglite &&
+        pgliteFunction(
+          pglite,
+          logger,
+          name,
+          query.toSQL(),
+          `table(state integer, fingerprint text, status text, response text, lease_token text,
+            locked_until float8, expires_at float8, now float8)`,
+          (text) => `begin\n  return query ${text};\nend`,
+        )) ||
+      direct?.(name, query.toSQL())
+    if (statement) return async (values) => claimRowOf((await statement.run(values))[0])
+    const prepared = query.prepare(name)
+    return async (values) => (await prepared.execute(values))[0]
   }
-  startsWithScopeAndKey(claimQuery)
-  const claimStatement = claimQuery.prepare(statementName('claim'))
-  // On PGlite the claim and the completion run as session functions (see ./pglite.ts).
-  const pglite = pgliteClientOf(db)
-  const logger = drizzleLoggerOf(db)
-  const pgliteClaim =
-    pglite &&
-    pgliteFunction(
-      pglite,
-      logger,
-      statementName('claim'),
-      claimQuery.toSQL(),
-      `table(state integer, fingerprint text, status text, response text, lease_token text,
-        locked_until float8, expires_at float8, now float8)`,
-      (statement) => `begin\n  return query ${statement};\nend`,
-    )
-  // On postgres.js and node-postgres the claim and the completion skip drizzle's query path
-  // (see ./direct.ts).
-  const direct = pglite ? undefined : directStatementsOf(db, logger)
-  const directClaim = direct?.(statementName('claim'), claimQuery.toSQL())
-  const claimRow = async (values: Record<string, unknown>): Promise<ClaimRow | undefined> => {
-    const statement = pgliteClaim || directClaim
-    if (!statement) return (await claimStatement.execute(values))[0]
-    return claimRowOf((await statement.run(values))[0])
-  }
-
-  // The first phase, with the same placeholders (scope and key referred to as $1 and $2 again).
   const firstPhaseQuery = insertOrReadQuery(db, table, p, again)
-  startsWithScopeAndKey(firstPhaseQuery)
-  const firstPhaseStatement = firstPhaseQuery.prepare(statementName('insert_or_read'))
-  const pgliteFirstPhase =
-    pglite &&
-    pgliteFunction(
-      pglite,
-      logger,
-      statementName('insert_or_read'),
-      firstPhaseQuery.toSQL(),
-      `table(state integer, fingerprint text, status text, response text, lease_token text,
-        locked_until float8, expires_at float8, now float8)`,
-      (statement) => `begin\n  return query ${statement};\nend`,
-    )
-  const directFirstPhase = direct?.(statementName('insert_or_read'), firstPhaseQuery.toSQL())
-  const firstPhaseRow = async (values: Record<string, unknown>) => {
-    const statement = pgliteFirstPhase || directFirstPhase
-    if (!statement) return (await firstPhaseStatement.execute(values))[0]
-    return claimRowOf((await statement.run(values))[0])
-  }
+  const insertOrRead = claimStatementOf('insert_or_read', firstPhaseQuery)
+  const underLock = claimStatementOf('claim', claimQuery)
 
-  const current = and(
-    eq(table.scope, p.scope),
-    eq(table.key, p.key),
-    sql`${table.status} = 'in_progress'`,
-    eq(table.leaseToken, p.leaseToken),
-  )
-  const completion = () =>
-    db
-      .update(table)
-      .set({
-        status: sql`'completed'`,
-        response: sql`${p.response}`,
-        expiresAt: millisecondsFrom(p.ttlMs),
-      })
-      .where(current)
-  const completeStatement = completion()
+  const completeStatement = completionQuery(db, table, p, sql`now()`)
     .returning({ key: table.key })
     .prepare(statementName('complete'))
   const directComplete = direct?.(
     statementName('complete'),
-    completion().returning({ key: table.key }).toSQL(),
+    completionQuery(db, table, p, sql`now()`).returning({ key: table.key }).toSQL(),
   )
   const pgliteComplete =
     pglite &&
@@ -367,11 +243,12 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       pglite,
       logger,
       statementName('complete'),
-      completion().toSQL(),
+      completionQuery(db, table, p, sql`now()`).toSQL(),
       'boolean',
       (statement) => `begin\n  ${statement};\n  return found;\nend`,
     )
 
+  const current = leaseHeld(table, p)
   const releaseStatement = db
     .delete(table)
     .where(current)
@@ -406,7 +283,10 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   // Transactional mode's statements, built on first use (see ./transactional.ts).
   let forTransactions: TransactionStatements | undefined
   const transactionStatementsOf = () => {
-    forTransactions ??= transactionStatements(db, table, statementName)
+    forTransactions ??= transactionStatements(db, table, statementName, {
+      insertOrRead: { name: statementName('insert_or_read'), ...firstPhaseQuery.toSQL() },
+      underLock: { name: statementName('claim'), ...claimQuery.toSQL() },
+    })
     return forTransactions
   }
 
@@ -438,28 +318,13 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         lockTimeoutMs: input.lockTimeoutMs,
         ttlMs: input.ttlMs,
       }
-      for (let attempt = 1; attempt <= maxClaimAttempts; attempt++) {
-        let row = await firstPhaseRow(values)
-        // The second phase, for a record to overwrite or take over (see insertOrReadQuery).
-        if (row?.state === 0 && claimsUnderLock(row, input.fingerprint)) {
-          row = await claimRow(values)
-        }
-        // No row at all: a concurrent claimer inserted the record after this statement's
-        // snapshot was taken. ON CONFLICT saw it (and left it alone), but the outer SELECT,
-        // reading the older snapshot, did not. Running again reads a snapshot that has it.
-        if (row === undefined) continue
-        if (row.state > 0) {
-          return {
-            claimed: true,
-            takeover: row.state > 1,
-            record: claimedRecord(input, row.lockedUntil, row.expiresAt),
-          }
-        }
-        return { claimed: false, record: standingRecord(input, row), now: row.now }
-      }
-      throw new Error(
-        `idempotent-mutations: the claim of a key read no record ${maxClaimAttempts} times in a row (constant concurrent release and claim of one key)`,
-      )
+      return (
+        await claimInPhases(
+          input,
+          () => insertOrRead(values),
+          () => underLock(values),
+        )
+      ).result
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
@@ -517,7 +382,111 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
 }
 
 /**
- * What both claim statements return (`insertOrReadQuery`, `claimQuery`): `state` 0 when a
+ * The claim under the row lock: the second phase of a claim, for a record the first
+ * (insertOrReadQuery) read as expired, or as in progress under a lease that ran out with the
+ * same payload (`claimsUnderLock`, which must agree with this statement's WHERE). It decides
+ * overwrite and takeover atomically. A record's life (times from the server's now()):
+ *
+ *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
+ *                        │    │                                                  ▲
+ *                        │    └──release(token)──▶ (absent)                       │
+ *                        └──locked_until passes, same fingerprint──▶ claim = takeover
+ *
+ * INSERT … ON CONFLICT DO UPDATE … WHERE decides atomically under the row lock:
+ * - no row: the INSERT writes a fresh in_progress record (claimed).
+ * - expires_at passed: the record no longer counts, so it is overwritten (claimed, not a
+ *   takeover: `prior` below reads it as expired).
+ * - in_progress, lease over, same fingerprint: its executor died; take it over with a new
+ *   token, which fences the old executor's late complete/release off.
+ * - anything else (completed, valid lease, expired lease with another payload): the WHERE
+ *   is false, nothing changes, `claimed` is empty, and the outer SELECT returns the row so
+ *   the claim answers (replay, 409 or 422) without another statement.
+ * `prior` reads the statement's snapshot, which still holds the row as it was before this
+ * statement, so it tells a takeover from a claim of an absent or expired key.
+ *
+ * A completed record takes no lock here either (the first phase read it as something else,
+ * and another claim completed it since). A record that is completed and not expired in this
+ * statement's snapshot cannot change under it (claim, complete, release and sweep all leave such a record
+ * alone), so the INSERT is skipped (`done`) and the snapshot's row is returned as it is.
+ * Without this, ON CONFLICT DO UPDATE (and FOR SHARE) would lock the row even when nothing is
+ * updated: a row lock is a WAL write, so every replay would wait for a durable commit.
+ *
+ * READ COMMITTED corners, when another claim commits while this statement runs:
+ * - it changed the row after this statement's snapshot (took it over, completed it): a plain
+ *   SELECT would return the snapshot's stale version. `for share` makes Postgres fetch the
+ *   row's latest version instead (the ON CONFLICT branch already holds its lock, so this
+ *   never waits), so every refused claimer sees the winner's record. A row that was not yet
+ *   completed in the snapshot but is now fails the `for share` branch's re-check, and the
+ *   snapshot branch does not see it completed: no row, and the claim starts again
+ *   ({@link claimInPhases}).
+ * - it inserted the row after the snapshot: ON CONFLICT sees it, the SELECT cannot, and the
+ *   statement returns no row; the claim starts again.
+ */
+export function lockedClaimQuery(
+  db: DrizzlePgDatabase,
+  table: IdempotencyTable,
+  values: ClaimValues,
+  again: Pick<ClaimValues, 'scope' | 'key'> = values,
+) {
+  // The standing record when it is completed and live, read once: it both keeps the INSERT
+  // from running and is the replay's answer.
+  const done = db.$with('done', {}).as(sql`
+    select fingerprint, status, response, lease_token, locked_until, expires_at
+    from ${table}
+    where scope = ${values.scope} and key = ${values.key} and ${completedAndLive(sql``)}`)
+  // Its WHERE takes the cases claimsUnderLock sends here: keep the two in step.
+  const claimed = db.$with('claimed', {}).as(sql`
+    insert into ${table} as t
+      (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
+    select ${again.scope}, ${again.key}, ${values.fingerprint}, 'in_progress', null, ${values.leaseToken},
+      ${millisecondsFrom(values.lockTimeoutMs)}, ${millisecondsFrom(values.ttlMs)}
+    where not exists (select 1 from done)
+    on conflict (scope, key) do update set
+      fingerprint = excluded.fingerprint, status = excluded.status, response = null,
+      lease_token = excluded.lease_token, locked_until = excluded.locked_until,
+      expires_at = excluded.expires_at
+    where t.expires_at <= now()
+      or (t.status = 'in_progress' and t.locked_until <= now() and t.fingerprint = excluded.fingerprint)
+    returning t.locked_until, t.expires_at,
+      exists (select 1 from ${table} as prior
+        where prior.scope = ${again.scope} and prior.key = ${again.key} and prior.expires_at > now()
+      ) as takeover`)
+  // The claim returns only what the engine does not already know: the caller's scope and key
+  // are the row's, and a claimed row also carries the caller's fingerprint and lease token,
+  // status in_progress and no response, so it returns just its times. Fewer columns is less
+  // for the driver to parse and drizzle to map on every replay.
+  // `state`: 0 the standing record refused the claim, 1 claimed, 2 claimed by takeover.
+  // The three branches exclude each other, so at most one row comes back; `limit 1` stops the
+  // scan there, and a replay (the second branch) never reads the table a second time.
+  // Never from a cache in front of drizzle: this select has an INSERT in it.
+  return uncached(
+    db
+      .with(done, claimed)
+      .select(claimRowFields)
+      .from(sql`(
+      select case when takeover then 2 else 1 end as state, null::text as fingerprint,
+        null::text as status, null::text as response, null::text as lease_token,
+        locked_until, expires_at
+      from claimed
+      union all
+      select 0, fingerprint, status, response, lease_token, locked_until, expires_at
+      from done
+      where not exists (select 1 from claimed)
+      union all
+      select 0, fingerprint, status, response, lease_token, locked_until, expires_at
+      from (
+        select * from ${table}
+        where scope = ${again.scope} and key = ${again.key} and not exists (select 1 from claimed)
+          and not ${completedAndLive(sql``)}
+        for share
+      ) as standing
+      limit 1
+    ) as r`),
+  )
+}
+
+/**
+ * What both claim statements return (`insertOrReadQuery`, `lockedClaimQuery`): `state` 0 when a
  * standing record refused the claim (its fields follow), 1 claimed, 2 claimed by takeover (the
  * claimed record's times only), and the server's `now`.
  */
@@ -535,6 +504,9 @@ export const claimRowFields = {
   expiresAt: epochMs(sql`r.expires_at`),
   now: epochMs(sql`now()`),
 }
+
+/** The columns of a {@link ClaimRow}, in the order the claim statements select them. */
+export const claimRowColumns = Object.keys(claimRowFields) as (keyof ClaimRow)[]
 
 /** A claim row as a direct statement returns it (an array), or undefined for no row. */
 export function claimRowOf(row: unknown[] | undefined): ClaimRow | undefined {
@@ -571,13 +543,81 @@ export function standingRecord(input: ClaimInput, row: ClaimRow): IdempotencyRec
  * claim under the row lock decides: it expired, or it is in progress, its lease is over and
  * the payload is the same (a takeover). Times are whole milliseconds, floored, from one
  * statement's `now()`: a record that SQL holds still live by less than a millisecond reads as
- * over here, which costs the second statement and changes no answer.
+ * over here, which costs the second statement and changes no answer. Keep it in step with the
+ * ON CONFLICT … WHERE of {@link lockedClaimQuery}: a case only that WHERE allows would never be
+ * claimed.
  */
 export function claimsUnderLock(row: ClaimRow, fingerprint: string): boolean {
   return (
     row.expiresAt <= row.now ||
     (row.status === 'in_progress' && row.lockedUntil <= row.now && row.fingerprint === fingerprint)
   )
+}
+
+/**
+ * A claim, in phases: `insertOrRead(attempt)` (insertOrReadQuery) answers it, except for a
+ * record to overwrite or take over, which `underLock()` (lockedClaimQuery) decides; a statement
+ * that read no row (a concurrent claim inserted the record after its snapshot) starts the claim
+ * again, and the next snapshot has the record. `attempt` and `underLock` in the answer say
+ * which statement gave it (transactional mode restores a setting unless the first one did).
+ */
+export async function claimInPhases(
+  input: ClaimInput,
+  insertOrRead: (attempt: number) => Promise<ClaimRow | undefined>,
+  underLock: () => Promise<ClaimRow | undefined>,
+): Promise<{ result: ClaimResult; attempt: number; underLock: boolean }> {
+  for (let attempt = 1; attempt <= maxClaimAttempts; attempt++) {
+    let row = await insertOrRead(attempt)
+    const locked = row?.state === 0 && claimsUnderLock(row, input.fingerprint)
+    if (locked) row = await underLock()
+    if (row === undefined) continue
+    const result: ClaimResult =
+      row.state > 0
+        ? {
+            claimed: true,
+            takeover: row.state > 1,
+            record: claimedRecord(input, row.lockedUntil, row.expiresAt),
+          }
+        : { claimed: false, record: standingRecord(input, row), now: row.now }
+    return { result, attempt, underLock: locked }
+  }
+  throw new Error(
+    `idempotent-mutations: the claim of a key read no record ${maxClaimAttempts} times in a row (constant concurrent release and claim of one key)`,
+  )
+}
+
+/** The record is in progress under `values.leaseToken`: what completion and release require. */
+function leaseHeld(
+  table: IdempotencyTable,
+  values: Record<'scope' | 'key' | 'leaseToken', SQLWrapper | string>,
+) {
+  return and(
+    sql`${table.scope} = ${values.scope}`,
+    sql`${table.key} = ${values.key}`,
+    sql`${table.status} = 'in_progress'`,
+    sql`${table.leaseToken} = ${values.leaseToken}`,
+  )
+}
+
+/**
+ * The completion: the record, in progress under the caller's lease, becomes completed with its
+ * response and `expires_at = <from> + ttl` (the store: `now()`; transactional mode:
+ * `statement_timestamp()`, so a long transaction does not shorten the replay window).
+ */
+export function completionQuery(
+  db: DrizzlePgDatabase,
+  table: IdempotencyTable,
+  values: { [Name in keyof CompleteInput]: SQLWrapper | CompleteInput[Name] },
+  from: SQL,
+) {
+  return db
+    .update(table)
+    .set({
+      status: sql`'completed'`,
+      response: sql`${values.response}`,
+      expiresAt: sql`${from} + ${values.ttlMs}::float8 * interval '1 millisecond'`,
+    })
+    .where(leaseHeld(table, values))
 }
 
 /** A claim's inputs as SQL: placeholders (prepared statements) or the values themselves. */

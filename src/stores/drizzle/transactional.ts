@@ -1,28 +1,27 @@
-import { and, type SQL, type SQLWrapper, sql } from 'drizzle-orm'
-import {
-  type ClaimInput,
-  type CompleteInput,
-  claimedRecord,
-  type StoreTransaction,
-  type TransactionClaimOptions,
-  type TransactionClaimResult,
+import { type SQLWrapper, sql } from 'drizzle-orm'
+import type {
+  ClaimInput,
+  CompleteInput,
+  StoreTransaction,
+  TransactionClaimOptions,
+  TransactionClaimResult,
 } from '../../store'
 import { directStatementsOf } from './direct'
 import { drizzleLoggerOf } from './pglite'
 import {
-  type ClaimRow,
   type ClaimValues,
+  claimInPhases,
+  claimRowColumns,
   claimRowFields,
   claimRowOf,
-  claimsUnderLock,
-  createDrizzleStore,
+  completionQuery,
   type DrizzlePgDatabase,
   insertedOrStanding,
   insertedRecord,
   insertOrReadQuery,
-  maxClaimAttempts,
+  lockedClaimQuery,
+  p,
   postgresErrorCode,
-  standingRecord,
   uncached,
 } from './store'
 import type { IdempotencyTable } from './table'
@@ -44,8 +43,8 @@ import type { IdempotencyTable } from './table'
  *
  * Until COMMIT nobody else sees the claim: there is no visible in_progress record and so no
  * lease to expire or take over. A concurrent duplicate's INSERT blocks on the uncommitted row
- * (a unique-index wait) until the first transaction ends: after a commit it reads the completed
- * record and replays; after a rollback (crash, unexpected error) the key is free and it claims
+ * (a unique-index wait) until the first transaction ends: after a commit its claim runs once
+ * more (its snapshot predates the commit) and replays the completed record; after a rollback (crash, unexpected error) the key is free and it claims
  * it. `lock_timeout` turns an endless wait into `interrupted: 'lock-wait'` (409 upstream).
  */
 
@@ -71,7 +70,8 @@ function boundedInsertOrRead(
   const swap = db.$with('swap', {}).as(sql`
     select p.previous, set_config('lock_timeout', ${values.lockWait}, true) as bound
     from (select current_setting('lock_timeout') as previous offset 0) as p`)
-  // Never from a drizzle query cache: it has an INSERT in it and sets a setting.
+  // Never from a drizzle query cache: it has an INSERT in it and sets a setting. `found` and
+  // `previous` follow the claim row's columns (read by position on the direct path).
   return uncached(
     db
       .with(swap, insertedRecord(db, table, values, sql`swap`))
@@ -85,86 +85,52 @@ function boundedInsertOrRead(
   )
 }
 
-/** The completion inside the transaction. */
-function completion(
-  db: DrizzlePgDatabase,
-  table: IdempotencyTable,
-  values: { [Name in keyof CompleteInput]: SQLWrapper | CompleteInput[Name] },
-) {
-  return db
-    .update(table)
-    .set({
-      status: sql`'completed'`,
-      response: sql`${values.response}`,
-      // Counted from this statement, not from the transaction's start (now()), so a long
-      // handler does not shorten the replay window.
-      expiresAt: sql`statement_timestamp() + ${values.ttlMs}::float8 * interval '1 millisecond'`,
-    })
-    .where(
-      and(
-        sql`${table.scope} = ${values.scope}`,
-        sql`${table.key} = ${values.key}`,
-        sql`${table.status} = 'in_progress'`,
-        sql`${table.leaseToken} = ${values.leaseToken}`,
-      ),
-    )
-    .returning({ key: table.key })
-}
+const setLockTimeoutText = "select set_config('lock_timeout', $1, true)"
 
-const setLockTimeoutStatement = (value: SQLWrapper | string) =>
-  sql`select set_config('lock_timeout', ${value}, true)`
+/** A statement's text and parameters (drizzle's `toSQL()`), and its prepared name. */
+interface Statement {
+  name: string
+  sql: string
+  params: unknown[]
+}
 
 /**
  * What transactional mode sends, built once per store with placeholders. On postgres.js and
  * node-postgres each transaction sends these texts to its own connection through the driver, as
  * prepared statements (see ./direct.ts): drizzle would render each statement's SQL anew for
  * every transaction. Other drivers (PGlite among them) go through drizzle, per transaction.
+ * `insertOrRead` and `underLock` are the store's own claim statements.
  */
 export interface TransactionStatements {
   table: IdempotencyTable
   boundedClaim: Statement
-  claim: Statement
+  insertOrRead: Statement
+  underLock: Statement
   complete: Statement
   setLockTimeout: Statement
-  name(kind: string): string
-}
-
-/** Each statement's name (node-postgres prepares it under `idempotent_mutations_<name>_<tag>`). */
-const statementNames = {
-  boundedClaim: 'tx_claim',
-  claim: 'tx_insert_or_read',
-  complete: 'tx_complete',
-  setLockTimeout: 'tx_lock_timeout',
-} as const
-
-interface Statement {
-  sql: string
-  params: unknown[]
 }
 
 export function transactionStatements(
   db: DrizzlePgDatabase,
   table: IdempotencyTable,
   name: (kind: string) => string,
+  claims: Pick<TransactionStatements, 'insertOrRead' | 'underLock'>,
 ): TransactionStatements {
-  const p = {
-    scope: sql.placeholder('scope'),
-    key: sql.placeholder('key'),
-    fingerprint: sql.placeholder('fingerprint'),
-    leaseToken: sql.placeholder('leaseToken'),
-    lockTimeoutMs: sql.placeholder('lockTimeoutMs'),
-    ttlMs: sql.placeholder('ttlMs'),
-    lockWait: sql.placeholder('lockWait'),
-    response: sql.placeholder('response'),
-  }
-  const dialect = (db as unknown as { dialect: { sqlToQuery(query: SQL): Statement } }).dialect
   return {
     table,
-    boundedClaim: boundedInsertOrRead(db, table, p).toSQL(),
-    claim: insertOrReadQuery(db, table, p).toSQL(),
-    complete: completion(db, table, p).toSQL(),
-    setLockTimeout: dialect.sqlToQuery(setLockTimeoutStatement(sql.placeholder('lockWait'))),
-    name,
+    ...claims,
+    boundedClaim: { name: name('tx_claim'), ...boundedInsertOrRead(db, table, p).toSQL() },
+    complete: {
+      name: name('tx_complete'),
+      ...completionQuery(db, table, p, sql`statement_timestamp()`)
+        .returning({ key: table.key })
+        .toSQL(),
+    },
+    setLockTimeout: {
+      name: name('tx_lock_timeout'),
+      sql: setLockTimeoutText,
+      params: [p.lockWait],
+    },
   }
 }
 
@@ -185,8 +151,7 @@ function connectionOf(tx: DrizzlePgDatabase): object {
 /**
  * The statements of one transaction (or savepoint): sent straight to its connection when the
  * driver allows (see {@link TransactionStatements}), else built on the transaction through
- * drizzle. The rare second phase of a claim runs the store's own claim statement, built on this
- * transaction for the occasion.
+ * drizzle.
  */
 function createStoreTransaction<TTransaction>(
   tx: DrizzlePgDatabase,
@@ -194,73 +159,55 @@ function createStoreTransaction<TTransaction>(
 ): StoreTransaction<TTransaction> {
   const { table } = statements
   const direct = directStatementsOf(connectionOf(tx), drizzleLoggerOf(tx))
-  const send = (kind: keyof typeof statementNames, values: object) =>
-    direct!(statements.name(statementNames[kind]), statements[kind]).run(
-      values as Record<string, unknown>,
-    )
+  const send = (statement: Statement, values: object) =>
+    direct!(statement.name, statement).run(values as Record<string, unknown>)
+  const claimRowFrom = async (statement: Statement, input: ClaimInput) =>
+    claimRowOf((await send(statement, input))[0])
 
   /** Sets `lock_timeout` for the rest of the transaction. */
   async function setLockTimeout(value: string): Promise<void> {
-    if (direct) await send('setLockTimeout', { lockWait: value })
-    else await tx.execute(setLockTimeoutStatement(value))
+    if (direct) await send(statements.setLockTimeout, { lockWait: value })
+    else await tx.execute(sql`select set_config('lock_timeout', ${value}, true)`)
   }
 
   async function firstClaim(input: ClaimInput, lockWait: string) {
     const values = { ...input, lockWait }
-    if (!direct) {
-      const [row] = await boundedInsertOrRead(tx, table, values)
-      return row
-    }
-    const [row] = await send('boundedClaim', values)
+    if (!direct) return (await boundedInsertOrRead(tx, table, values))[0]
+    const [row] = await send(statements.boundedClaim, values)
     if (row === undefined) return undefined
-    const [found, previous] = row.slice(-3)
-    return { ...claimRowOf(row)!, found: Number(found), previous: previous as string }
-  }
-
-  async function claimAgain(input: ClaimInput): Promise<ClaimRow | undefined> {
-    if (!direct) return (await insertOrReadQuery(tx, table, input))[0]
-    return claimRowOf((await send('claim', input))[0])
+    // `found` and `previous` follow the claim row's columns.
+    const at = claimRowColumns.length
+    return { ...claimRowOf(row)!, found: Number(row[at]), previous: row[at + 1] as string }
   }
 
   async function claim(input: ClaimInput, lockWait: string): Promise<TransactionClaimResult> {
-    const first = await firstClaim(input, lockWait)
-    if (first === undefined) {
-      throw new Error('idempotent-mutations: the claim statement returned no row')
-    }
-    const restore = () => setLockTimeout(first.previous)
-    let row: ClaimRow | undefined = first.found > 0 ? first : undefined
-    // The first statement restored the caller's lock_timeout if it claimed; a later one did not.
-    let restored = true
-    for (let attempt = 2; row === undefined; attempt++) {
-      // No row: the record was committed after the statement's snapshot (typically by the very
-      // transaction this one waited for). The next statement's snapshot has it.
-      if (attempt > maxClaimAttempts) {
-        throw new Error(
-          `idempotent-mutations: the transactional claim of a key read no record ${maxClaimAttempts} times in a row`,
-        )
-      }
-      row = await claimAgain(input)
-      restored = false
-    }
-    if (row.state > 0) {
-      // The handler's statements run under the caller's lock_timeout, not the claim's.
-      if (!restored) await restore()
-      return {
-        claimed: true,
-        takeover: false,
-        record: claimedRecord(input, row.lockedUntil, row.expiresAt),
-      }
-    }
-    // A record to overwrite (it expired) or take over (a non-transactional executor's lease
-    // ran out): the store's own claim decides that under the row lock, exactly as outside
-    // transactional mode, still within the bound.
-    if (claimsUnderLock(row, input.fingerprint)) {
-      const result = await createDrizzleStore(tx, { table }).claim(input)
-      if (result.claimed) await restore()
-      return result
-    }
-    // Refused: the engine rolls this transaction back, lock_timeout with it.
-    return { claimed: false, record: standingRecord(input, row), now: row.now }
+    let previous: string | undefined
+    const { result, attempt, underLock } = await claimInPhases(
+      input,
+      async (attempt) => {
+        if (attempt > 1) {
+          if (!direct) return (await insertOrReadQuery(tx, table, input))[0]
+          return claimRowFrom(statements.insertOrRead, input)
+        }
+        const first = await firstClaim(input, lockWait)
+        if (first === undefined) {
+          throw new Error('idempotent-mutations: the claim statement returned no row')
+        }
+        previous = first.previous
+        return first.found > 0 ? first : undefined
+      },
+      // A record to overwrite (it expired) or take over (a non-transactional executor's lease
+      // ran out), still within the bound.
+      async () => {
+        if (!direct) return (await lockedClaimQuery(tx, table, input))[0]
+        return claimRowFrom(statements.underLock, input)
+      },
+    )
+    // The handler's statements run under the caller's lock_timeout, not the claim's: the first
+    // statement put it back if it claimed; any other claiming statement did not. A refused
+    // claim's transaction is rolled back by the engine, lock_timeout with it.
+    if (result.claimed && (attempt > 1 || underLock)) await setLockTimeout(previous!)
+    return result
   }
 
   const session: StoreTransaction<TTransaction> = {
@@ -282,7 +229,11 @@ function createStoreTransaction<TTransaction>(
     },
 
     async complete(input: CompleteInput) {
-      const rows = direct ? await send('complete', input) : await completion(tx, table, input)
+      const rows = direct
+        ? await send(statements.complete, input)
+        : await completionQuery(tx, table, input, sql`statement_timestamp()`).returning({
+            key: table.key,
+          })
       return rows.length > 0
     },
 
