@@ -204,7 +204,7 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
     expect(value).not.toBe('50ms')
   })
 
-  it('round trips (postgres.js): a first execution is BEGIN, the claim, SAVEPOINT, the handler, the completion, COMMIT; an uncached replay BEGIN, the claim, ROLLBACK', async () => {
+  it('statements (postgres.js): a first execution sends BEGIN, the claim, SAVEPOINT, the handler, the completion, COMMIT; an uncached replay BEGIN, the claim, ROLLBACK', async () => {
     // The claim sets the bound of its own wait and restores the caller's lock_timeout itself.
     const sent: string[] = []
     const client = postgres(databaseUrl!, {
@@ -282,6 +282,37 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
     expect(await idempotency.execute(request, handler)).toMatchObject({ replayed: false })
     expect(handler).toHaveBeenCalledTimes(2)
     expect(await strict.recordOf(operation, key)).toMatchObject({ status: 'completed' })
+  })
+
+  it('a completion the database refuses rolls back with the COMMIT sent behind it: STORE_UNAVAILABLE, no record, no row', async () => {
+    // postgres.js sends the completion and the COMMIT in one write (completeAndCommit): the
+    // refused UPDATE aborts the transaction, and the COMMIT behind it rolls everything back.
+    const keys = sql`${sql.identifier(pg.schema)}."keys"`
+    await pg.db.execute(sql`create or replace function ${sql.identifier(pg.schema)}.refuse_completion()
+      returns trigger language plpgsql as $$
+      begin
+        if new.key like 'refuse-%' then raise exception 'completion refused'; end if;
+        return new;
+      end $$`)
+    await pg.db.execute(sql`create trigger refuse_completion before update on ${keys}
+      for each row execute function ${sql.identifier(pg.schema)}.refuse_completion()`)
+    const idempotency = pg.engine()
+    const key = `refuse-${pg.newKey('completion')}`
+    const request = { key, operation, payload: {}, transactional: true } as const
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) =>
+      insertOrder(tx, pg.orders, key, 'easel'),
+    )
+    try {
+      const failed = idempotency.execute(request, handler)
+      await expect(failed).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', status: 503 })
+      expect(await pg.recordOf(operation, key)).toBeUndefined()
+      expect(await pg.orderCount(key)).toBe(0)
+    } finally {
+      await pg.db.execute(sql`drop trigger refuse_completion on ${keys}`)
+    }
+    expect(await idempotency.execute(request, handler)).toMatchObject({ replayed: false })
+    expect(handler).toHaveBeenCalledTimes(2)
+    expect(await pg.orderCount(key)).toBe(1)
   })
 })
 

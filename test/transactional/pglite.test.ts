@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { createIdempotency, type StoreTransaction } from '../../src'
 import { deferred, insertOrder, OutOfStock, usePglite } from './fixtures'
 import { serveYoga } from './servers'
 
@@ -23,6 +24,32 @@ describe('transactional mode on PGlite', () => {
       replayed: true,
     })
     expect(handler).toHaveBeenCalledTimes(1)
+    expect(await lite.orderCount(key)).toBe(1)
+  })
+
+  it('a store transaction without completeAndCommit: the engine completes, then commits', async () => {
+    // The contract's optional method left out, as a store of your own may: the engine awaits
+    // the completion and commits after it.
+    const store = {
+      ...lite.store,
+      transaction: <T>(fn: (session: StoreTransaction<unknown>) => Promise<T>) =>
+        lite.store.transaction((session) =>
+          fn({ ...session, completeAndCommit: undefined, savepoint: session.savepoint }),
+        ),
+    }
+    const idempotency = createIdempotency({ store })
+    const key = lite.newKey('no-complete-and-commit')
+    const request = { key, operation, payload: {}, transactional: true } as const
+    const first = await idempotency.execute(request, async ({ tx }) =>
+      insertOrder(tx, lite.orders, key, 'atlas'),
+    )
+    expect(await lite.recordOf(operation, key)).toMatchObject({ status: 'completed' })
+    expect(
+      await createIdempotency({ store, replayCache: false }).execute(request, async () => 'again'),
+    ).toEqual({
+      value: first.value,
+      replayed: true,
+    })
     expect(await lite.orderCount(key)).toBe(1)
   })
 

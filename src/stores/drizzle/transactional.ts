@@ -237,6 +237,24 @@ function createStoreTransaction<TTransaction>(
       return rows.length > 0
     },
 
+    async completeAndCommit(input: CompleteInput, commit: () => Promise<void>) {
+      if (!direct) {
+        const completed = await session.complete(input)
+        await commit()
+        return completed
+      }
+      // Handed to the connection now, ahead of the COMMIT that `commit()` makes drizzle send:
+      // postgres.js writes both in one round trip (node-postgres sends them one after the
+      // other). Nothing can fail between here and the connection but the connection itself, and
+      // a completion the database refuses aborts the transaction, so its COMMIT rolls back.
+      const query = send(statements.complete, input)
+      const completing = new Promise<unknown[][]>((resolve, reject) => query.then(resolve, reject))
+      const [completed, committed] = await Promise.allSettled([completing, commit()])
+      if (completed.status === 'rejected') throw completed.reason
+      if (committed.status === 'rejected') throw committed.reason
+      return completed.value.length > 0
+    },
+
     savepoint<T>(fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>): Promise<T> {
       // A drizzle transaction's nested transaction is a savepoint.
       return tx.transaction((nested) =>
