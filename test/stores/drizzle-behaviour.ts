@@ -4,7 +4,7 @@ import { getTableConfig } from 'drizzle-orm/pg-core'
 import { describe, expect, it } from 'vitest'
 import { createIdempotency } from '../../src'
 import type { DrizzlePgDatabase, DrizzleStore } from '../../src/stores/drizzle'
-import type { statementCounter } from './drizzle-fixtures'
+import { claimInput, type statementCounter } from './drizzle-fixtures'
 
 export interface DrizzleBehaviourOptions {
   name: string
@@ -90,14 +90,7 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
     it('a claim refused by a standing record is one statement that writes nothing: no row lock, no new row version', async () => {
       const store = await options.createCountedStore()
       const { name, schema } = getTableConfig(store.table)
-      const claim = {
-        scope: 's',
-        key: randomUUID(),
-        fingerprint: 'f',
-        leaseToken: 't',
-        lockTimeoutMs: 60_000,
-        ttlMs: 60_000,
-      }
+      const claim = claimInput()
       // A row lock would show as the locker's transaction id in xmax; a write as a new ctid.
       const version = async () =>
         (

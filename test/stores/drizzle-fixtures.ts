@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto'
 import { getTableName, sql } from 'drizzle-orm'
 import { Cache, type MutationOption } from 'drizzle-orm/cache/core'
 import { afterAll, beforeAll } from 'vitest'
+import type { ClaimInput } from '../../src'
 import {
   createDrizzleStore,
   type DrizzlePgDatabase,
@@ -93,3 +95,14 @@ export class TableCache extends Cache {
     }
   }
 }
+
+/** A claim of a fresh key in scope 's' under token 't'. */
+export const claimInput = (overrides: Partial<ClaimInput> = {}): ClaimInput => ({
+  scope: 's',
+  key: randomUUID(),
+  fingerprint: 'f',
+  leaseToken: 't',
+  lockTimeoutMs: 60_000,
+  ttlMs: 60_000,
+  ...overrides,
+})

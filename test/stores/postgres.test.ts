@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { sql } from 'drizzle-orm'
 import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres'
 import { withReplicas } from 'drizzle-orm/pg-core'
@@ -6,27 +5,15 @@ import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, describe, expect, it } from 'vitest'
-import type { ClaimInput } from '../../src'
 import { createIdempotency } from '../../src'
 import { databaseUrl, testSchema } from '../support/env'
 import { describeStoreConformance } from './conformance'
 import { describeDrizzleBehaviour } from './drizzle-behaviour'
-import { statementCounter, useTestTables } from './drizzle-fixtures'
+import { claimInput, statementCounter, useTestTables } from './drizzle-fixtures'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
 
 const url = databaseUrl ?? 'postgres://unset'
-
-/** A claim of a fresh key in scope 's' under token 't'. */
-const claimInput = (overrides: Partial<ClaimInput> = {}): ClaimInput => ({
-  scope: 's',
-  key: randomUUID(),
-  fingerprint: 'f',
-  leaseToken: 't',
-  lockTimeoutMs: 60_000,
-  ttlMs: 60_000,
-  ...overrides,
-})
 
 describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`, () => {
   describe('through postgres.js', () => {

@@ -524,11 +524,14 @@ export function claimRowOf(row: unknown[] | undefined): ClaimRow | undefined {
   }
 }
 
-/** The standing record of a refused claim of `input`. */
-export function standingRecord(input: ClaimInput, row: ClaimRow): IdempotencyRecord {
+/** The record of `at`'s scope and key with `row`'s fields (a refused claim's standing record). */
+export function standingRecord(
+  at: Pick<IdempotencyRecord, 'scope' | 'key'>,
+  row: Omit<IdempotencyRecord, 'scope' | 'key'>,
+): IdempotencyRecord {
   return {
-    scope: input.scope,
-    key: input.key,
+    scope: at.scope,
+    key: at.key,
     fingerprint: row.fingerprint,
     status: row.status,
     response: row.response,
@@ -709,16 +712,7 @@ export function recordFields(prefix: SQL) {
 }
 
 export function toRecord(row: IdempotencyRecord): IdempotencyRecord {
-  return {
-    scope: row.scope,
-    key: row.key,
-    fingerprint: row.fingerprint,
-    status: row.status,
-    response: row.response,
-    leaseToken: row.leaseToken,
-    lockedUntil: row.lockedUntil,
-    expiresAt: row.expiresAt,
-  }
+  return standingRecord(row, row)
 }
 
 /** The SQLSTATE of a driver error, wherever drizzle or the driver put it. */
