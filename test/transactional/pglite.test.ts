@@ -1,6 +1,8 @@
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { createIdempotency, type StoreTransaction } from '../../src'
-import { deferred, insertOrder, OutOfStock, usePglite } from './fixtures'
+import { createIdempotency, fingerprint, type StoreTransaction } from '../../src'
+import { createDrizzleStore } from '../../src/stores/drizzle'
+import { deferred, defineTables, insertOrder, OutOfStock, usePglite } from './fixtures'
 import { serveYoga } from './servers'
 
 const operation = 'orders.create'
@@ -109,6 +111,54 @@ describe('transactional mode on PGlite', () => {
     expect(await lite.orderCount(refused)).toBe(0)
     expect(await lite.orderCount(crashed)).toBe(0)
     expect(await lite.recordOf(operation, crashed)).toBeUndefined()
+  })
+
+  it("through drizzle's query path (a driver without a direct one): commit, replay, a recorded error, a takeover", async () => {
+    // Without `$client` the store cannot tell the driver: every statement of the transaction is
+    // built by drizzle, as for drivers it has no direct path for.
+    const generic = drizzlePglite({ client: lite.client })
+    Reflect.deleteProperty(generic, '$client')
+    const store = createDrizzleStore(generic, { table: defineTables('im_tx_pglite').keys })
+    const idempotency = createIdempotency({ store, replayCache: false })
+    const request = (key: string) => ({ key, operation, payload: {}, transactional: true }) as const
+
+    const key = lite.newKey('generic')
+    const first = await idempotency.execute(request(key), async ({ tx }) =>
+      insertOrder(tx, lite.orders, key, 'lamp'),
+    )
+    expect(await idempotency.execute(request(key), async () => 'again')).toEqual({
+      value: first.value,
+      replayed: true,
+    })
+    expect(await lite.orderCount(key)).toBe(1)
+
+    const refused = lite.newKey('generic-refused')
+    const refuse = async ({ tx }: { tx: unknown }) => {
+      await insertOrder(tx, lite.orders, refused, 'rug')
+      throw new OutOfStock('rug is out of stock')
+    }
+    await expect(idempotency.execute(request(refused), refuse)).rejects.toThrow('out of stock')
+    await expect(idempotency.execute(request(refused), refuse)).rejects.toMatchObject({
+      code: 'OUT_OF_STOCK',
+    })
+    expect(await lite.orderCount(refused)).toBe(0)
+
+    // A lapsed lease of a non-transactional executor, taken over in the transaction.
+    const stale = lite.newKey('generic-stale')
+    const dead = await store.claim({
+      scope: JSON.stringify(['', operation]),
+      key: stale,
+      fingerprint: fingerprint({}),
+      leaseToken: 'dead',
+      lockTimeoutMs: 0,
+      ttlMs: 60_000,
+    })
+    expect(dead.claimed).toBe(true)
+    expect(await idempotency.execute(request(stale), async ({ takeover }) => takeover)).toEqual({
+      value: true,
+      replayed: false,
+    })
+    expect(await lite.recordOf(operation, stale)).toMatchObject({ status: 'completed' })
   })
 
   it('concurrent duplicates in reject mode wait for the first transaction and replay it: no 409', async () => {

@@ -19,6 +19,27 @@ export interface PGliteClient {
   exec(text: string): Promise<unknown>
 }
 
+/** What the store uses of a PGlite transaction (`client.transaction(async (tx) => …)`). */
+export interface PGliteTransaction {
+  query<Row>(
+    text: string,
+    params?: unknown[],
+    options?: { rowMode?: 'array' | 'object' },
+  ): Promise<{ rows: Row[] }>
+}
+
+/** A store statement as a `pg_temp` function (see {@link pgliteFunction}). */
+export interface PGliteFunction extends DirectStatement {
+  /** Creates the function if it is not there yet (on the instance itself, outside any transaction). */
+  ensure(): Promise<void>
+  /**
+   * Calls it inside `transaction`, which must not be the one that creates it: call `ensure()`
+   * before the transaction begins (PGlite runs one transaction at a time, so the instance
+   * itself cannot create it while the transaction is open).
+   */
+  runIn(transaction: PGliteTransaction, values: Record<string, unknown>): Promise<unknown[][]>
+}
+
 export interface QueryLogger {
   logQuery(query: string, params: unknown[]): void
 }
@@ -55,6 +76,26 @@ const argumentTypes: Record<string, string> = {
   response: 'text',
   lockTimeoutMs: 'float8',
   ttlMs: 'float8',
+  lockWait: 'text',
+}
+
+/** A claim statement (its rows are claim rows, plus `extra` columns) as a `pg_temp` function. */
+export function pgliteClaimFunction(
+  client: PGliteClient,
+  logger: QueryLogger | undefined,
+  name: string,
+  statement: { sql: string; params: unknown[] },
+  extra = '',
+): PGliteFunction {
+  return pgliteFunction(
+    client,
+    logger,
+    name,
+    statement,
+    `table(state integer, fingerprint text, status text, response text, lease_token text,
+      locked_until float8, expires_at float8, now float8${extra})`,
+    (text) => `begin\n  return query ${text};\nend`,
+  )
 }
 
 /**
@@ -69,7 +110,7 @@ export function pgliteFunction(
   statement: { sql: string; params: unknown[] },
   returns: string,
   body: (sql: string) => string,
-): DirectStatement {
+): PGliteFunction {
   const names = placeholderNames(statement)
   const types = names.map((argument) => {
     const type = argumentTypes[argument]
@@ -85,25 +126,44 @@ ${body(statement.sql)}
 $idempotent_mutations$`
   const call = `select * from pg_temp.${name}(${names.map((_, i) => `$${i + 1}`).join(', ')})`
   let created: Promise<unknown> | undefined
+  const ensure = async () => {
+    created ??= client.exec(create).catch((error: unknown) => {
+      created = undefined
+      throw error
+    })
+    await created
+  }
+  const paramsOf = (values: Record<string, unknown>) => {
+    const params = names.map((argument) => values[argument])
+    logger?.logQuery(statement.sql, params)
+    return params
+  }
+  // `DISCARD TEMP` (or `DISCARD ALL`) by other code on the same instance dropped the function.
+  const dropped = (error: unknown) => (error as { code?: unknown }).code === '42883'
 
   return {
+    ensure,
     async run(values) {
-      const params = names.map((argument) => values[argument])
-      logger?.logQuery(statement.sql, params)
+      const params = paramsOf(values)
       for (let attempt = 0; ; attempt++) {
-        created ??= client.exec(create).catch((error: unknown) => {
-          created = undefined
-          throw error
-        })
-        await created
+        await ensure()
         try {
           return (await client.query<unknown[]>(call, params, { rowMode: 'array' })).rows
         } catch (error) {
-          // `DISCARD TEMP` (or `DISCARD ALL`) by other code on the same instance dropped the
-          // function: create it again, once.
-          if (attempt > 0 || (error as { code?: unknown }).code !== '42883') throw error
+          // Create it again, once.
+          if (attempt > 0 || !dropped(error)) throw error
           created = undefined
         }
+      }
+    },
+    async runIn(transaction, values) {
+      try {
+        return (await transaction.query<unknown[]>(call, paramsOf(values), { rowMode: 'array' }))
+          .rows
+      } catch (error) {
+        // The transaction is lost either way; the next ensure() creates the function again.
+        if (dropped(error)) created = undefined
+        throw error
       }
     },
   }

@@ -19,7 +19,7 @@ import {
   type SweepOptions,
 } from '../../store'
 import { directStatementsOf } from './direct'
-import { drizzleLoggerOf, pgliteClientOf, pgliteFunction } from './pglite'
+import { drizzleLoggerOf, pgliteClaimFunction, pgliteClientOf, pgliteFunction } from './pglite'
 import { type IdempotencyTable, idempotencyKeys } from './table'
 import {
   runDrizzleTransaction,
@@ -199,10 +199,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const pglite = pgliteClientOf(db)
   const logger = drizzleLoggerOf(db)
   const direct = pglite ? undefined : directStatementsOf(db, logger)
-  const claimStatementOf = (
-    kind: string,
-    query: ReturnType<typeof insertOrReadQuery>,
-  ): ((values: Record<string, unknown>) => Promise<ClaimRow | undefined>) => {
+  const claimStatementOf = (kind: string, query: ReturnType<typeof insertOrReadQuery>) => {
     const [first, second] = query.toSQL().params
     if (first !== p.scope || second !== p.key) {
       throw new Error(
@@ -210,21 +207,24 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       )
     }
     const name = statementName(kind)
-    const statement =
-      (pglite &&
-        pgliteFunction(
-          pglite,
-          logger,
-          name,
-          query.toSQL(),
-          `table(state integer, fingerprint text, status text, response text, lease_token text,
-            locked_until float8, expires_at float8, now float8)`,
-          (text) => `begin\n  return query ${text};\nend`,
-        )) ||
-      direct?.(name, query.toSQL())
-    if (statement) return async (values) => claimRowOf((await statement.run(values))[0])
+    const statement = {
+      name,
+      ...query.toSQL(),
+      pglite: pglite && pgliteClaimFunction(pglite, logger, name, query.toSQL()),
+    }
+    const sent = statement.pglite || direct?.(name, statement)
+    if (sent) {
+      return {
+        statement,
+        run: async (values: Record<string, unknown>) => claimRowOf((await sent.run(values))[0]),
+      }
+    }
     const prepared = query.prepare(name)
-    return async (values) => (await prepared.execute(values))[0]
+    return {
+      statement,
+      run: async (values: Record<string, unknown>): Promise<ClaimRow | undefined> =>
+        (await prepared.execute(values))[0],
+    }
   }
   const firstPhaseQuery = insertOrReadQuery(db, table, p, again)
   const insertOrRead = claimStatementOf('insert_or_read', firstPhaseQuery)
@@ -284,8 +284,9 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   let forTransactions: TransactionStatements | undefined
   const transactionStatementsOf = () => {
     forTransactions ??= transactionStatements(db, table, statementName, {
-      insertOrRead: { name: statementName('insert_or_read'), ...firstPhaseQuery.toSQL() },
-      underLock: { name: statementName('claim'), ...claimQuery.toSQL() },
+      insertOrRead: insertOrRead.statement,
+      underLock: underLock.statement,
+      pglite: pglite && { client: pglite, logger },
     })
     return forTransactions
   }
@@ -321,8 +322,8 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
       return (
         await claimInPhases(
           input,
-          () => insertOrRead(values),
-          () => underLock(values),
+          () => insertOrRead.run(values),
+          () => underLock.run(values),
         )
       ).result
     },

@@ -7,7 +7,15 @@ import type {
   TransactionClaimResult,
 } from '../../store'
 import { directStatementsOf } from './direct'
-import { drizzleLoggerOf } from './pglite'
+import {
+  drizzleLoggerOf,
+  type PGliteClient,
+  type PGliteFunction,
+  type PGliteTransaction,
+  pgliteClaimFunction,
+  pgliteFunction,
+  type QueryLogger,
+} from './pglite'
 import {
   type ClaimValues,
   claimInPhases,
@@ -87,19 +95,24 @@ function boundedInsertOrRead(
 
 const setLockTimeoutText = "select set_config('lock_timeout', $1, true)"
 
-/** A statement's text and parameters (drizzle's `toSQL()`), and its prepared name. */
-interface Statement {
+/**
+ * A statement's text and parameters (drizzle's `toSQL()`) and its prepared name; on PGlite, the
+ * `pg_temp` function that runs it (except `setLockTimeout`, too small to need one).
+ */
+export interface Statement {
   name: string
   sql: string
   params: unknown[]
+  pglite?: PGliteFunction | undefined
 }
 
 /**
  * What transactional mode sends, built once per store with placeholders. On postgres.js and
  * node-postgres each transaction sends these texts to its own connection through the driver, as
- * prepared statements (see ./direct.ts): drizzle would render each statement's SQL anew for
- * every transaction. Other drivers (PGlite among them) go through drizzle, per transaction.
- * `insertOrRead` and `underLock` are the store's own claim statements.
+ * prepared statements (see ./direct.ts); on PGlite it calls them as `pg_temp` functions (see
+ * ./pglite.ts), which keep their plans: drizzle would render each statement's SQL anew for every
+ * transaction, and PGlite would parse and plan it anew. Other drivers go through drizzle, per
+ * transaction. `insertOrRead` and `underLock` are the store's own claim statements.
  */
 export interface TransactionStatements {
   table: IdempotencyTable
@@ -108,29 +121,64 @@ export interface TransactionStatements {
   underLock: Statement
   complete: Statement
   setLockTimeout: Statement
+  /** On PGlite: creates the functions, before a transaction begins. */
+  ensureFunctions?: () => Promise<void>
 }
 
 export function transactionStatements(
   db: DrizzlePgDatabase,
   table: IdempotencyTable,
   name: (kind: string) => string,
-  claims: Pick<TransactionStatements, 'insertOrRead' | 'underLock'>,
+  shared: Pick<TransactionStatements, 'insertOrRead' | 'underLock'> & {
+    pglite: { client: PGliteClient; logger: QueryLogger | undefined } | undefined
+  },
 ): TransactionStatements {
+  const { pglite, ...claims } = shared
+  const boundedClaim: Statement = {
+    name: name('tx_claim'),
+    ...boundedInsertOrRead(db, table, p).toSQL(),
+  }
+  const complete: Statement = {
+    name: name('tx_complete'),
+    ...completionQuery(db, table, p, sql`statement_timestamp()`)
+      .returning({ key: table.key })
+      .toSQL(),
+  }
+  if (pglite) {
+    boundedClaim.pglite = pgliteClaimFunction(
+      pglite.client,
+      pglite.logger,
+      boundedClaim.name,
+      boundedClaim,
+      ', found integer, previous text, restored text',
+    )
+    complete.pglite = pgliteFunction(
+      pglite.client,
+      pglite.logger,
+      complete.name,
+      complete,
+      'table(key text)',
+      (text) => `begin\n  return query ${text};\nend`,
+    )
+  }
+  const functions = [claims.insertOrRead, claims.underLock, boundedClaim, complete].flatMap(
+    (statement) => statement.pglite ?? [],
+  )
   return {
     table,
     ...claims,
-    boundedClaim: { name: name('tx_claim'), ...boundedInsertOrRead(db, table, p).toSQL() },
-    complete: {
-      name: name('tx_complete'),
-      ...completionQuery(db, table, p, sql`statement_timestamp()`)
-        .returning({ key: table.key })
-        .toSQL(),
-    },
+    boundedClaim,
+    complete,
     setLockTimeout: {
       name: name('tx_lock_timeout'),
       sql: setLockTimeoutText,
       params: [p.lockWait],
     },
+    ensureFunctions: pglite
+      ? async () => {
+          await Promise.all(functions.map((fn) => fn.ensure()))
+        }
+      : undefined,
   }
 }
 
@@ -140,7 +188,19 @@ export function runDrizzleTransaction<TTransaction, T>(
   statements: TransactionStatements,
   fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>,
 ): Promise<T> {
-  return db.transaction((tx) => fn(createStoreTransaction<TTransaction>(tx, statements)))
+  const begin = () =>
+    db.transaction((tx) => fn(createStoreTransaction<TTransaction>(tx, statements)))
+  // On PGlite the functions must exist before the transaction: inside it, the instance that
+  // would create them waits for the transaction to end.
+  return statements.ensureFunctions ? statements.ensureFunctions().then(begin) : begin()
+}
+
+/** The PGlite transaction behind a drizzle transaction on PGlite. */
+function pgliteTransactionOf(tx: DrizzlePgDatabase): PGliteTransaction | undefined {
+  const client = (tx as { session?: { client?: Record<string, unknown> } }).session?.client
+  return client && typeof client.query === 'function' && typeof client.rollback === 'function'
+    ? (client as unknown as PGliteTransaction)
+    : undefined
 }
 
 /** The driver's connection of a drizzle transaction (postgres.js and node-postgres keep it there). */
@@ -158,15 +218,20 @@ function createStoreTransaction<TTransaction>(
   statements: TransactionStatements,
 ): StoreTransaction<TTransaction> {
   const { table } = statements
-  const direct = directStatementsOf(connectionOf(tx), drizzleLoggerOf(tx))
-  const send = (statement: Statement, values: object) =>
-    direct!(statement.name, statement).run(values as Record<string, unknown>)
+  const pglite = statements.ensureFunctions && pgliteTransactionOf(tx)
+  const driver = pglite ? undefined : directStatementsOf(connectionOf(tx), drizzleLoggerOf(tx))
+  // Statements go past drizzle: to the driver, or to PGlite's functions.
+  const direct = pglite !== undefined || driver !== undefined
+  const send = (statement: Statement, values: object): PromiseLike<unknown[][]> =>
+    pglite && statement.pglite
+      ? statement.pglite.runIn(pglite, values as Record<string, unknown>)
+      : driver!(statement.name, statement).run(values as Record<string, unknown>)
   const claimRowFrom = async (statement: Statement, input: ClaimInput) =>
     claimRowOf((await send(statement, input))[0])
 
   /** Sets `lock_timeout` for the rest of the transaction. */
   async function setLockTimeout(value: string): Promise<void> {
-    if (direct) await send(statements.setLockTimeout, { lockWait: value })
+    if (driver) await send(statements.setLockTimeout, { lockWait: value })
     else await tx.execute(sql`select set_config('lock_timeout', ${value}, true)`)
   }
 
@@ -238,7 +303,8 @@ function createStoreTransaction<TTransaction>(
     },
 
     async completeAndCommit(input: CompleteInput, commit: () => Promise<void>) {
-      if (!direct) {
+      // PGlite runs one statement at a time: nothing to gain from sending both at once.
+      if (!driver) {
         const completed = await session.complete(input)
         await commit()
         return completed
