@@ -161,6 +161,30 @@ describe('transactional mode on PGlite', () => {
     expect(await lite.recordOf(operation, stale)).toMatchObject({ status: 'completed' })
   })
 
+  it('after DISCARD TEMP dropped the session functions, one transaction fails with STORE_UNAVAILABLE and the next creates them again', async () => {
+    const idempotency = lite.engine({ replayCache: false })
+    const warm = lite.newKey('discard-warm')
+    await idempotency.execute(
+      { key: warm, operation, payload: {}, transactional: true },
+      async () => 1,
+    )
+    await lite.client.exec('DISCARD TEMP')
+    const key = lite.newKey('discard')
+    const request = { key, operation, payload: {}, transactional: true } as const
+    const handler = vi.fn(async ({ tx }: { tx: unknown }) =>
+      insertOrder(tx, lite.orders, key, 'vase'),
+    )
+    // Inside the transaction the functions cannot be created again: that one call fails as a
+    // store outage would, with nothing run or recorded, and is safe to retry.
+    await expect(idempotency.execute(request, handler)).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+    })
+    expect(handler).not.toHaveBeenCalled()
+    expect(await idempotency.execute(request, handler)).toMatchObject({ replayed: false })
+    expect(handler).toHaveBeenCalledTimes(1)
+    expect(await lite.orderCount(key)).toBe(1)
+  })
+
   it('concurrent duplicates in reject mode wait for the first transaction and replay it: no 409', async () => {
     const idempotency = lite.engine({ concurrency: 'reject' })
     const key = lite.newKey('queue')

@@ -32,6 +32,8 @@ export interface PGliteTransaction {
 export interface PGliteFunction extends DirectStatement {
   /** Creates the function if it is not there yet (on the instance itself, outside any transaction). */
   ensure(): Promise<void>
+  /** Forgets that it was created (`DISCARD TEMP` dropped it): the next `ensure()` creates it. */
+  forget(): void
   /**
    * Calls it inside `transaction`, which must not be the one that creates it: call `ensure()`
    * before the transaction begins (PGlite runs one transaction at a time, so the instance
@@ -78,6 +80,10 @@ const argumentTypes: Record<string, string> = {
   ttlMs: 'float8',
   lockWait: 'text',
 }
+
+/** `DISCARD TEMP` (or `DISCARD ALL`) by other code on the same instance dropped a function. */
+export const isUndefinedFunction = (error: unknown) =>
+  (error as { code?: unknown }).code === '42883'
 
 /** A claim statement (its rows are claim rows, plus `extra` columns) as a `pg_temp` function. */
 export function pgliteClaimFunction(
@@ -138,11 +144,12 @@ $idempotent_mutations$`
     logger?.logQuery(statement.sql, params)
     return params
   }
-  // `DISCARD TEMP` (or `DISCARD ALL`) by other code on the same instance dropped the function.
-  const dropped = (error: unknown) => (error as { code?: unknown }).code === '42883'
 
   return {
     ensure,
+    forget() {
+      created = undefined
+    },
     async run(values) {
       const params = paramsOf(values)
       for (let attempt = 0; ; attempt++) {
@@ -151,20 +158,13 @@ $idempotent_mutations$`
           return (await client.query<unknown[]>(call, params, { rowMode: 'array' })).rows
         } catch (error) {
           // Create it again, once.
-          if (attempt > 0 || !dropped(error)) throw error
+          if (attempt > 0 || !isUndefinedFunction(error)) throw error
           created = undefined
         }
       }
     },
     async runIn(transaction, values) {
-      try {
-        return (await transaction.query<unknown[]>(call, paramsOf(values), { rowMode: 'array' }))
-          .rows
-      } catch (error) {
-        // The transaction is lost either way; the next ensure() creates the function again.
-        if (dropped(error)) created = undefined
-        throw error
-      }
+      return (await transaction.query<unknown[]>(call, paramsOf(values), { rowMode: 'array' })).rows
     },
   }
 }

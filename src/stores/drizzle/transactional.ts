@@ -9,6 +9,7 @@ import type {
 import { directStatementsOf } from './direct'
 import {
   drizzleLoggerOf,
+  isUndefinedFunction,
   type PGliteClient,
   type PGliteFunction,
   type PGliteTransaction,
@@ -123,6 +124,8 @@ export interface TransactionStatements {
   setLockTimeout: Statement
   /** On PGlite: creates the functions, before a transaction begins. */
   ensureFunctions?: () => Promise<void>
+  /** On PGlite: forgets them all, after a call found one dropped (`DISCARD TEMP` drops all). */
+  forgetFunctions?: () => void
 }
 
 export function transactionStatements(
@@ -179,6 +182,11 @@ export function transactionStatements(
           await Promise.all(functions.map((fn) => fn.ensure()))
         }
       : undefined,
+    forgetFunctions: pglite
+      ? () => {
+          for (const fn of functions) fn.forget()
+        }
+      : undefined,
   }
 }
 
@@ -224,7 +232,12 @@ function createStoreTransaction<TTransaction>(
   const direct = pglite !== undefined || driver !== undefined
   const send = (statement: Statement, values: object): PromiseLike<unknown[][]> =>
     pglite && statement.pglite
-      ? statement.pglite.runIn(pglite, values as Record<string, unknown>)
+      ? statement.pglite.runIn(pglite, values as Record<string, unknown>).catch((error) => {
+          // Dropped by DISCARD TEMP: this transaction is lost (it cannot create them), the
+          // next one creates them before it begins.
+          if (isUndefinedFunction(error)) statements.forgetFunctions?.()
+          throw error
+        })
       : driver!(statement.name, statement).run(values as Record<string, unknown>)
   const claimRowFrom = async (statement: Statement, input: ClaimInput) =>
     claimRowOf((await send(statement, input))[0])
