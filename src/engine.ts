@@ -722,28 +722,21 @@ export function createIdempotency<TTransaction = unknown>(
       try {
         if (keepWrites) await savepoint.commit()
         else await savepoint.rollback()
-        const input = {
+        ok = await held.session.complete({
           scope: record.scope,
           key: record.key,
           leaseToken: record.leaseToken,
           response,
           ttlMs: ttl,
-        }
-        const { session } = held
-        ok = session.completeAndCommit
-          ? await session.completeAndCommit(input, () => held.commit())
-          : await session.complete(input).then(async (completed) => {
-              await held.commit()
-              return completed
-            })
-        // Only the handler itself could have changed the record this transaction holds; the
-        // transaction committed its writes all the same.
+        })
+        // Only the handler itself could have changed the record this transaction holds.
         if (!ok) {
           emit(base, 'lost-lease')
           logger.warn(
             `the record of operation ${base.operation} changed inside its own transaction; the outcome was not recorded`,
           )
         }
+        await held.commit()
       } catch (error) {
         // Nothing committed: neither the record nor the handler's writes. The caller must hear
         // it, since reporting success would claim an effect that was rolled back; a retry with

@@ -137,16 +137,6 @@ export interface StoreTransaction<TTransaction = unknown> {
   /** `complete` inside this transaction: it takes effect when the transaction commits. */
   complete(input: CompleteInput): Promise<boolean>
   /**
-   * Optional: `complete(input)` followed by `commit()` (which ends the transaction) without
-   * waiting for the completion's answer in between, so a driver that pipelines sends both in one
-   * round trip. It MUST hand the completion to the connection before the commit, and MUST NOT
-   * commit if the completion failed before it was sent (a completion that fails in the database
-   * aborts the transaction, and its COMMIT then rolls back). Resolves like `complete` once both
-   * have answered; rejects if either failed. Without it, the engine awaits `complete`, then
-   * commits.
-   */
-  completeAndCommit?(input: CompleteInput, commit: () => Promise<void>): Promise<boolean>
-  /**
    * Runs `fn` in a savepoint: if `fn` throws, its writes are rolled back and the error is
    * rethrown, and this transaction stays usable; if it resolves, its writes are kept.
    */

@@ -293,7 +293,7 @@ export function toMarkdown(results: Results): string {
         }),
       ),
       '',
-      `tRPC in transactional mode (the claim, the handler's insert and the completion in one transaction, one commit; the statement count, from drizzle's logger, leaves out BEGIN, SAVEPOINT and COMMIT, which on postgres.js goes out with the completion): first execution ÷ floor ${http.transactional.firstVsFloor} (ratio of means ${http.transactional.ofMeans.firstVsFloor}), ÷ ours outside transactional mode ${http.transactional.firstVsOurs} (${http.transactional.ofMeans.firstVsOurs}).`,
+      `tRPC in transactional mode (the claim, the handler's insert and the completion in one transaction, one commit; the statement count, from drizzle's logger, leaves out BEGIN, SAVEPOINT and COMMIT): first execution ÷ floor ${http.transactional.firstVsFloor} (ratio of means ${http.transactional.ofMeans.firstVsFloor}), ÷ ours outside transactional mode ${http.transactional.firstVsOurs} (${http.transactional.ofMeans.firstVsOurs}).`,
     )
   }
   return `${out.join('\n')}\n`

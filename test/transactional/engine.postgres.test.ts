@@ -284,9 +284,7 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
     expect(await strict.recordOf(operation, key)).toMatchObject({ status: 'completed' })
   })
 
-  it('a completion the database refuses rolls back with the COMMIT sent behind it: STORE_UNAVAILABLE, no record, no row', async () => {
-    // postgres.js sends the completion and the COMMIT in one write (completeAndCommit): the
-    // refused UPDATE aborts the transaction, and the COMMIT behind it rolls everything back.
+  it('a completion the database refuses rolls everything back: STORE_UNAVAILABLE, no record, no row', async () => {
     const keys = sql`${sql.identifier(pg.schema)}."keys"`
     await pg.db.execute(sql`create or replace function ${sql.identifier(pg.schema)}.refuse_completion()
       returns trigger language plpgsql as $$

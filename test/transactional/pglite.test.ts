@@ -1,6 +1,6 @@
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { createIdempotency, fingerprint, type StoreTransaction } from '../../src'
+import { createIdempotency, fingerprint } from '../../src'
 import { createDrizzleStore } from '../../src/stores/drizzle'
 import { deferred, defineTables, insertOrder, OutOfStock, usePglite } from './fixtures'
 import { serveYoga } from './servers'
@@ -26,32 +26,6 @@ describe('transactional mode on PGlite', () => {
       replayed: true,
     })
     expect(handler).toHaveBeenCalledTimes(1)
-    expect(await lite.orderCount(key)).toBe(1)
-  })
-
-  it('a store transaction without completeAndCommit: the engine completes, then commits', async () => {
-    // The contract's optional method left out, as a store of your own may: the engine awaits
-    // the completion and commits after it.
-    const store = {
-      ...lite.store,
-      transaction: <T>(fn: (session: StoreTransaction<unknown>) => Promise<T>) =>
-        lite.store.transaction((session) =>
-          fn({ ...session, completeAndCommit: undefined, savepoint: session.savepoint }),
-        ),
-    }
-    const idempotency = createIdempotency({ store })
-    const key = lite.newKey('no-complete-and-commit')
-    const request = { key, operation, payload: {}, transactional: true } as const
-    const first = await idempotency.execute(request, async ({ tx }) =>
-      insertOrder(tx, lite.orders, key, 'atlas'),
-    )
-    expect(await lite.recordOf(operation, key)).toMatchObject({ status: 'completed' })
-    expect(
-      await createIdempotency({ store, replayCache: false }).execute(request, async () => 'again'),
-    ).toEqual({
-      value: first.value,
-      replayed: true,
-    })
     expect(await lite.orderCount(key)).toBe(1)
   })
 
@@ -161,7 +135,7 @@ describe('transactional mode on PGlite', () => {
     expect(await lite.recordOf(operation, stale)).toMatchObject({ status: 'completed' })
   })
 
-  it('after DISCARD TEMP dropped the session functions, one transaction fails with STORE_UNAVAILABLE and the next creates them again', async () => {
+  it('after DISCARD TEMP dropped the session functions, a transaction that finds them gone fails with STORE_UNAVAILABLE; the next one, or a call outside transactional mode, creates them again', async () => {
     const idempotency = lite.engine({ replayCache: false })
     const warm = lite.newKey('discard-warm')
     await idempotency.execute(
@@ -183,6 +157,24 @@ describe('transactional mode on PGlite', () => {
     expect(await idempotency.execute(request, handler)).toMatchObject({ replayed: false })
     expect(handler).toHaveBeenCalledTimes(1)
     expect(await lite.orderCount(key)).toBe(1)
+
+    // A call outside transactional mode that finds its function gone creates them all again,
+    // so the next transaction finds its own.
+    await lite.client.exec('DISCARD TEMP')
+    const plain = lite.newKey('discard-plain')
+    const outside = createIdempotency({ store: lite.store, replayCache: false })
+    expect(await outside.execute({ key: plain, operation, payload: {} }, async () => 2)).toEqual({
+      value: 2,
+      replayed: false,
+    })
+    const after = lite.newKey('discard-after')
+    expect(
+      await idempotency.execute(
+        { key: after, operation, payload: {}, transactional: true },
+        async ({ tx }) => insertOrder(tx, lite.orders, after, 'jug'),
+      ),
+    ).toMatchObject({ replayed: false })
+    expect(await lite.orderCount(after)).toBe(1)
   })
 
   it('concurrent duplicates in reject mode wait for the first transaction and replay it: no 409', async () => {

@@ -85,6 +85,14 @@ const argumentTypes: Record<string, string> = {
 export const isUndefinedFunction = (error: unknown) =>
   (error as { code?: unknown }).code === '42883'
 
+/** The functions made on each PGlite instance: `DISCARD TEMP` drops them all at once. */
+const functionsOf = new WeakMap<PGliteClient, Set<PGliteFunction>>()
+
+/** Forgets every function made on `client`, after a call found one dropped. */
+export function forgetFunctionsOf(client: PGliteClient): void {
+  for (const fn of functionsOf.get(client) ?? []) fn.forget()
+}
+
 /** A claim statement (its rows are claim rows, plus `extra` columns) as a `pg_temp` function. */
 export function pgliteClaimFunction(
   client: PGliteClient,
@@ -145,7 +153,7 @@ $idempotent_mutations$`
     return params
   }
 
-  return {
+  const fn: PGliteFunction = {
     ensure,
     forget() {
       created = undefined
@@ -157,9 +165,9 @@ $idempotent_mutations$`
         try {
           return (await client.query<unknown[]>(call, params, { rowMode: 'array' })).rows
         } catch (error) {
-          // Create it again, once.
+          // Create them again (the others were dropped too), and retry this one once.
           if (attempt > 0 || !isUndefinedFunction(error)) throw error
-          created = undefined
+          forgetFunctionsOf(client)
         }
       }
     },
@@ -167,4 +175,8 @@ $idempotent_mutations$`
       return (await transaction.query<unknown[]>(call, paramsOf(values), { rowMode: 'array' })).rows
     },
   }
+  const family = functionsOf.get(client) ?? new Set<PGliteFunction>()
+  functionsOf.set(client, family)
+  family.add(fn)
+  return fn
 }

@@ -9,6 +9,7 @@ import type {
 import { directStatementsOf } from './direct'
 import {
   drizzleLoggerOf,
+  forgetFunctionsOf,
   isUndefinedFunction,
   type PGliteClient,
   type PGliteFunction,
@@ -124,7 +125,7 @@ export interface TransactionStatements {
   setLockTimeout: Statement
   /** On PGlite: creates the functions, before a transaction begins. */
   ensureFunctions?: () => Promise<void>
-  /** On PGlite: forgets them all, after a call found one dropped (`DISCARD TEMP` drops all). */
+  /** On PGlite: forgets every function of the instance, after a call found one dropped. */
   forgetFunctions?: () => void
 }
 
@@ -182,11 +183,7 @@ export function transactionStatements(
           await Promise.all(functions.map((fn) => fn.ensure()))
         }
       : undefined,
-    forgetFunctions: pglite
-      ? () => {
-          for (const fn of functions) fn.forget()
-        }
-      : undefined,
+    forgetFunctions: pglite ? () => forgetFunctionsOf(pglite.client) : undefined,
   }
 }
 
@@ -313,25 +310,6 @@ function createStoreTransaction<TTransaction>(
             key: table.key,
           })
       return rows.length > 0
-    },
-
-    async completeAndCommit(input: CompleteInput, commit: () => Promise<void>) {
-      // PGlite runs one statement at a time: nothing to gain from sending both at once.
-      if (!driver) {
-        const completed = await session.complete(input)
-        await commit()
-        return completed
-      }
-      // Handed to the connection now, ahead of the COMMIT that `commit()` makes drizzle send:
-      // postgres.js writes both in one round trip (node-postgres sends them one after the
-      // other). Nothing can fail between here and the connection but the connection itself, and
-      // a completion the database refuses aborts the transaction, so its COMMIT rolls back.
-      const query = send(statements.complete, input)
-      const completing = new Promise<unknown[][]>((resolve, reject) => query.then(resolve, reject))
-      const [completed, committed] = await Promise.allSettled([completing, commit()])
-      if (completed.status === 'rejected') throw completed.reason
-      if (committed.status === 'rejected') throw committed.reason
-      return completed.value.length > 0
     },
 
     savepoint<T>(fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>): Promise<T> {
