@@ -3,7 +3,14 @@ import { sql } from 'drizzle-orm'
 import { describe, expect, it, vi } from 'vitest'
 import { fingerprint, type IdempotencyEvent } from '../../src'
 import { databaseUrl, testSchema } from '../support/env'
-import { deferred, insertOrder, untilServerTime, usePostgres, waitForLockWaiter } from './fixtures'
+import {
+  claimAsDeadExecutor,
+  deferred,
+  insertOrder,
+  untilServerTime,
+  usePostgres,
+  waitForLockWaiter,
+} from './fixtures'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
 const operation = 'orders.create'
@@ -48,15 +55,7 @@ describe.skipIf(!databaseUrl)(
       const idempotency = pg.engine({}, events)
       const key = pg.newKey('takeover')
       const payload = { item: 'drum' }
-      const dead = await pg.store.claim({
-        scope,
-        key,
-        fingerprint: fingerprint(payload),
-        leaseToken: randomUUID(),
-        lockTimeoutMs: 50,
-        ttlMs: 60_000,
-      })
-      if (!dead.claimed) throw new Error('the setup claim did not win')
+      const dead = await claimAsDeadExecutor(pg.store, operation, key, payload, 50)
       await untilServerTime(pg.db, dead.record.lockedUntil)
 
       const lockTimeout = sql`select current_setting('lock_timeout') as lock_timeout`

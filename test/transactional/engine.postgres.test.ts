@@ -2,11 +2,12 @@ import { eq, sql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import { describe, expect, it, vi } from 'vitest'
-import { createIdempotency, fingerprint, IdempotencyError, type IdempotencyEvent } from '../../src'
+import { createIdempotency, IdempotencyError, type IdempotencyEvent } from '../../src'
 import { createDrizzleStore } from '../../src/stores/drizzle'
 import { TableCache } from '../stores/drizzle-fixtures'
 import { databaseUrl, testSchema } from '../support/env'
 import {
+  claimAsDeadExecutor,
   deferred,
   defineTables,
   insertOrder,
@@ -232,15 +233,7 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
       // A lapsed lease of a non-transactional executor: the claim reads it, takes it over under
       // the row lock (one statement more), and puts lock_timeout back (one more).
       const stale = pg.newKey('round-trips-takeover')
-      const dead = await store.claim({
-        scope: JSON.stringify(['', operation]),
-        key: stale,
-        fingerprint: fingerprint({}),
-        leaseToken: 'dead',
-        lockTimeoutMs: 0,
-        ttlMs: 60_000,
-      })
-      expect(dead.claimed).toBe(true)
+      await claimAsDeadExecutor(store, operation, stale)
       sent.length = 0
       const takenOver = await idempotency.execute(
         { ...request, key: stale },

@@ -6,7 +6,12 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import { afterAll, beforeAll } from 'vitest'
-import { createIdempotency, type IdempotencyEvent, type IdempotencyOptions } from '../../src'
+import {
+  createIdempotency,
+  fingerprint,
+  type IdempotencyEvent,
+  type IdempotencyOptions,
+} from '../../src'
 import { createDrizzleStore, type DrizzleStore } from '../../src/stores/drizzle'
 import { type AnyPgDatabase, defineTables, type Orders } from './tables'
 
@@ -177,6 +182,29 @@ export async function untilServerTime(db: AnyPgDatabase, epochMs: number): Promi
     if ((row?.now ?? 0) > epochMs) return
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
+}
+
+/**
+ * A non-transactional claim of `key` for `operation` in the shared scope whose lease is over
+ * (at once by default): the record a crashed executor leaves behind, for a takeover.
+ */
+export async function claimAsDeadExecutor(
+  store: Pick<DrizzleStore<unknown>, 'claim'>,
+  operation: string,
+  key: string,
+  payload: unknown = {},
+  lockTimeoutMs = 0,
+) {
+  const dead = await store.claim({
+    scope: JSON.stringify(['', operation]),
+    key,
+    fingerprint: fingerprint(payload),
+    leaseToken: randomUUID(),
+    lockTimeoutMs,
+    ttlMs: 60_000,
+  })
+  if (!dead.claimed) throw new Error('the dead executor did not win its claim')
+  return dead
 }
 
 export { defineTables, insertOrder, type Orders } from './tables'

@@ -1,8 +1,15 @@
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { createIdempotency, fingerprint } from '../../src'
+import { createIdempotency } from '../../src'
 import { createDrizzleStore } from '../../src/stores/drizzle'
-import { deferred, defineTables, insertOrder, OutOfStock, usePglite } from './fixtures'
+import {
+  claimAsDeadExecutor,
+  deferred,
+  defineTables,
+  insertOrder,
+  OutOfStock,
+  usePglite,
+} from './fixtures'
 import { serveYoga } from './servers'
 
 const operation = 'orders.create'
@@ -119,15 +126,7 @@ describe('transactional mode on PGlite', () => {
 
     // A lapsed lease of a non-transactional executor, taken over in the transaction.
     const stale = lite.newKey('generic-stale')
-    const dead = await store.claim({
-      scope: JSON.stringify(['', operation]),
-      key: stale,
-      fingerprint: fingerprint({}),
-      leaseToken: 'dead',
-      lockTimeoutMs: 0,
-      ttlMs: 60_000,
-    })
-    expect(dead.claimed).toBe(true)
+    await claimAsDeadExecutor(store, operation, stale)
     expect(await idempotency.execute(request(stale), async ({ takeover }) => takeover)).toEqual({
       value: true,
       replayed: false,

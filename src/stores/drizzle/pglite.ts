@@ -9,16 +9,6 @@ import { type DirectStatement, placeholderNames } from './direct'
  * and each call parses only `select * from pg_temp.<name>($1, …)`: about a third of the time.
  */
 
-/** What the store uses of a PGlite instance. */
-export interface PGliteClient {
-  query<Row>(
-    text: string,
-    params?: unknown[],
-    options?: { rowMode?: 'array' | 'object' },
-  ): Promise<{ rows: Row[] }>
-  exec(text: string): Promise<unknown>
-}
-
 /** What the store uses of a PGlite transaction (`client.transaction(async (tx) => …)`). */
 export interface PGliteTransaction {
   query<Row>(
@@ -26,6 +16,11 @@ export interface PGliteTransaction {
     params?: unknown[],
     options?: { rowMode?: 'array' | 'object' },
   ): Promise<{ rows: Row[] }>
+}
+
+/** What the store uses of a PGlite instance. */
+export interface PGliteClient extends PGliteTransaction {
+  exec(text: string): Promise<unknown>
 }
 
 /** A store statement as a `pg_temp` function (see {@link pgliteFunction}). */
