@@ -231,7 +231,7 @@ export async function serve(app: App, transport: Transport, link: LinkKind = 'ht
             headersFor(opList[0]?.context),
         } as never)
   const client = createTRPCClient<AppRouter>({ links: [makeLink] })
-  return { client, responses, url, close }
+  return { client, responses, url, fetch: recordingFetch, close }
 }
 
 /** Settles a client call into what the tests compare: its value, or its error's shape. */
