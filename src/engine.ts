@@ -102,7 +102,9 @@ export interface IdempotencyOptions<TTransaction = unknown> {
   codec?: Codec
   /**
    * The clock for deadlines and events, in epoch ms. Stores with a server use its clock; the
-   * memory store follows this one unless given its own. @default Date.now
+   * memory store follows this one unless given its own, and a memory store that already follows
+   * another engine's clock (another function, `Date.now` included) is refused with a TypeError.
+   * @default Date.now
    */
   now?: () => number
   /** Called for each thing that happens to a keyed operation; errors it throws are logged, not raised. @default undefined */
@@ -296,7 +298,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 // times: the change it collided with has committed by then.
 const maxSerializationRetries = 5
 
-// Lease tokens are 128 random bits (SPEC), written as 22 base64url characters. The bytes come
+// Lease tokens are random (SPEC): 128 bits, written as 22 base64url characters. The bytes come
 // from the CSPRNG 256 tokens at a time, as Node's `randomUUID` takes its own 128 UUIDs at a time:
 // a token is then one string read from the pool, where `randomUUID` joins twenty pieces into its
 // text (about 800 bytes of garbage on every keyed call, and a memory store keeps the result).
@@ -375,8 +377,6 @@ export function createIdempotency<TTransaction = unknown>(
   const engineStoreErrors = options.storeErrors ?? defaultStoreErrors
   const codec = options.codec ?? defaultCodec
   const now = options.now ?? Date.now
-  // A store without a clock of its own (the memory store) follows the engine's.
-  if (options.now !== undefined) store.useClock?.(options.now)
   const logger = options.logger ?? defaultLogger
   // Built (so its options are checked) even in front of a store in this process, then not used.
   const configuredReplayCache =
@@ -976,6 +976,9 @@ export function createIdempotency<TTransaction = unknown>(
     options.sweepInterval === undefined || options.sweepInterval === false
       ? undefined
       : toMilliseconds(options.sweepInterval, 'sweepInterval')
+  // A store without a clock of its own (the memory store) follows the engine's, Date.now
+  // included; last, so that an engine refused for a bad option leaves the store untouched.
+  store.useClock?.(now)
   // One sweep at a time: a backlog that outlasts the interval is not swept twice at once.
   let sweeping = false
   const timer =

@@ -157,9 +157,9 @@ export interface IdempotencyStore<TTransaction = unknown> {
 
   /**
    * Optional; for stores without a clock of their own (the memory store). `createIdempotency`
-   * calls it with its `now` option when one is given, so the store's leases and expiry follow
-   * the engine's clock (SPEC: the memory store uses the engine's injectable clock). A store
-   * given its own clock keeps it.
+   * calls it with its clock (its `now` option, else `Date.now`), so the store's leases and expiry
+   * follow the engine's (SPEC: the memory store uses the engine's injectable clock). It may throw
+   * (a TypeError) to refuse a second engine with another clock; a store given its own keeps it.
    */
   useClock?(now: () => number): void
 

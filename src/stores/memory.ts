@@ -11,9 +11,10 @@ import {
 
 export interface MemoryStoreOptions {
   /**
-   * The clock, in epoch milliseconds. Without it the store follows the `now` of the engine
-   * created over it (`createIdempotency({ store, now })`), or `Date.now` if that has none.
-   * @default the engine's `now`, else Date.now
+   * The clock, in epoch milliseconds. Without it the store follows the clock of the first
+   * engine created over it (`createIdempotency({ store, now })`, `Date.now` for an engine without
+   * `now`); an engine with another clock over the same store is then refused with a TypeError.
+   * @default the first engine's clock
    */
   now?: () => number
   /**
@@ -132,7 +133,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
       // whichever came last, and the other engine's time would silently not count.
       if (engineClock !== undefined) {
         throw new TypeError(
-          "idempotent-mutations: this memory store already follows another engine's `now`; give the store its own clock, createMemoryStore({ now })",
+          "idempotent-mutations: this memory store already follows another engine's clock; pass both engines the same `now` function, or give the store its own, createMemoryStore({ now })",
         )
       }
       engineClock = clock

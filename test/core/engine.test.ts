@@ -224,6 +224,11 @@ describe('engine: lease tokens', () => {
       await attempt.lease.release()
     }
     expect(tokens.size).toBe(600)
+    // Random throughout, not a fixed prefix and a counter: no two of 600 tokens share their
+    // first 8 characters (48 bits; a chance of about 1 in 10^9 for random ones) nor their last 8.
+    const heads = new Set([...tokens].map((token) => token.slice(0, 8)))
+    const tails = new Set([...tokens].map((token) => token.slice(-8)))
+    expect({ heads: heads.size, tails: tails.size }).toEqual({ heads: 600, tails: 600 })
   })
 })
 

@@ -158,15 +158,28 @@ describe("memory store and the engine's clock", () => {
     expect(lockedUntil).toBeLessThanOrEqual(Date.now() + 1_000)
   })
 
-  it('refuses a second engine with another clock over the same store, and takes the same clock again', () => {
+  it('refuses a second engine with another clock over the same store, Date.now included, and takes the same clock again', () => {
     const time = fakeClock(0)
     const store = createMemoryStore()
     createIdempotency({ store, now: time.now })
     expect(() => createIdempotency({ store, now: time.now })).not.toThrow()
-    expect(() => createIdempotency({ store })).not.toThrow()
+    // An engine without `now` runs on Date.now, which this store does not follow.
+    expect(() => createIdempotency({ store })).toThrow(/already follows another engine's clock/)
     expect(() => createIdempotency({ store, now: () => 1 })).toThrow(
-      /already follows another engine's `now`/,
+      /already follows another engine's clock/,
     )
+    // Engines without `now` share Date.now.
+    const shared = createMemoryStore()
+    createIdempotency({ store: shared })
+    expect(() => createIdempotency({ store: shared })).not.toThrow()
+  })
+
+  it('is left untouched by an engine refused for another option', () => {
+    const store = createMemoryStore()
+    expect(() =>
+      createIdempotency({ store, now: () => 1, replayCache: { maxAge: 'soon' as never } }),
+    ).toThrow(TypeError)
+    expect(() => createIdempotency({ store, now: () => 2 })).not.toThrow()
   })
 
   it('refuses a now that is not a function', () => {
