@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { defineIdempotencyTable } from '../../src/stores/drizzle'
+import { testSchema } from '../support/env'
 import { connectTwoServers, twoServersWhere } from '../support/two-servers'
 import { type Client, createFixture, createOrder, httpClient } from './fixtures'
 
 // This file's own schema: other files use the same database at the same time.
-const schemaName = 'im_test_envelop'
+const schemaName = testSchema('im_test_envelop')
 
 const connect = connectTwoServers
 const where = twoServersWhere

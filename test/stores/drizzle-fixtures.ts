@@ -11,8 +11,9 @@ import {
 
 /**
  * Gives each test its own table in a schema owned by one test file, so files run in parallel
- * on one database without meeting. The schema is dropped before (leftovers of a killed run)
- * and after the file.
+ * on one database without meeting. The schema is dropped before (in case this file failed to
+ * clean up earlier in the same process) and after the file; schemas of killed runs are dropped
+ * by the global setup (see testSchema).
  */
 export function useTestTables(db: () => DrizzlePgDatabase, schema: string) {
   let count = 0

@@ -24,7 +24,8 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
     const db = drizzlePostgresJs({ client })
     const counter = statementCounter()
     const countedDb = drizzlePostgresJs({ client: counted, logger: counter.logger })
-    const tables = useTestTables(() => db, testSchema('im_test_store_postgresjs'))
+    const schema = testSchema('im_test_store_postgresjs')
+    const tables = useTestTables(() => db, schema)
 
     describeStoreConformance({
       name: 'drizzle on postgres.js [postgres]',
@@ -48,7 +49,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
       try {
         const replica = drizzlePostgresJs({ client: readOnly })
         await expect(
-          replica.execute(sql`create table im_test_replica_refuses (a int)`),
+          replica.execute(sql`create table ${sql.identifier(schema)}.replica_refuses (a int)`),
         ).rejects.toMatchObject({ cause: { code: '25006' } }) // read_only_sql_transaction
         const store = await tables.createStore(withReplicas(db, [replica]))
         const claim = claimInput({ lockTimeoutMs: 0 })
@@ -207,9 +208,10 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         const { rows } = await connection.query<{ name: string }>(
           'select name from pg_prepared_statements order by name',
         )
+        // The completion is the store's own statement.
         expect(rows.map((row) => row.name.replace(/_[0-9a-f]{12}$/, ''))).toEqual([
+          'idempotent_mutations_complete',
           'idempotent_mutations_tx_claim',
-          'idempotent_mutations_tx_complete',
         ])
       } finally {
         await connection.end()

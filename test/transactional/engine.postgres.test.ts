@@ -311,8 +311,9 @@ describe.skipIf(!databaseUrl)(
   `transactional engine behind a drizzle query cache, on PostgreSQL [postgres]${skipped}`,
   () => {
     // A cache that answers repeated selects until a write to a table they read; a select of no
-    // table is answered from it forever. Transactional mode's own selects (the lock_timeout swap
-    // and its restore, the claim) must still run each time.
+    // table is answered from it forever. The store goes through drizzle's query path here (see
+    // usePostgres), so every statement of transactional mode passes the cache, and each must
+    // still run each time: the claim with its lock_timeout swap, the restore, the completion.
     const cache = new TableCache()
     const pg = usePostgres(databaseUrl, testSchema('im_tx_engine_cached'), { max: 20, cache })
 
@@ -327,8 +328,8 @@ describe.skipIf(!databaseUrl)(
       expect(cache.hits).toBeGreaterThan(0)
     })
 
-    // The second round is the one a cached lock_timeout swap would break: its duplicate would
-    // wait on the first transaction's row lock without a bound, past the test's timeout.
+    // Later rounds repeat the first one's statements: one answered from the cache would leave a
+    // duplicate without its bound (waiting past the test's timeout) or a stale record.
     it.each([1, 2, 3])(
       'round %i: a duplicate gets 409 after rejectAfter, the retry replays, the handler sees the caller lock_timeout',
       async () => {

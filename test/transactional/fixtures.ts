@@ -63,6 +63,9 @@ export function usePostgres(
   })
   const db = drizzle({ client })
   const storeDb = options.cache ? drizzle({ client, cache: options.cache }) : db
+  // Behind a cache the store must go through drizzle's own query path, where a cache can answer:
+  // without `$client` it cannot tell the driver and sends nothing past drizzle.
+  if (options.cache) Reflect.deleteProperty(storeDb, '$client')
   const tables = defineTables(schema)
   const store = createDrizzleStore(storeDb, { table: tables.keys })
   beforeAll(async () => {

@@ -1,7 +1,7 @@
 -- idempotent-mutations: the table of idempotency records (PostgreSQL).
 -- The same DDL that `createDrizzleStore(db).ensureTable()` runs for `idempotencyKeys`; drizzle-kit
 -- users can export `idempotencyKeys` (or a `defineIdempotencyTable(...)`) from their schema instead.
--- Times are set from the server clock (now()); rows past expires_at are deleted by store.sweep().
+-- Times are set from the server clock (statement_timestamp()); rows past expires_at are deleted by store.sweep().
 
 CREATE TABLE IF NOT EXISTS "idempotency_keys" (
   "scope" text NOT NULL,

@@ -109,15 +109,22 @@ export function createTableStatements(table: IdempotencyTable = idempotencyKeys)
   ]
 }
 
+/**
+ * The server's time for every comparison and every time written: the time the statement began
+ * (`now()` is the time its transaction began, which in transactional mode can be a lock wait or
+ * a handler ago). In a statement of its own the two are the same.
+ */
+const serverNow = sql.raw('statement_timestamp()')
+
 // Epoch milliseconds computed by the server, so every app server reads the same clock.
 // float8 comes back as a JavaScript number from every driver, and mapWith covers the rest.
 export const epochMs = (value: SQL | PgColumn) =>
   sql<number>`floor(extract(epoch from ${value}) * 1000)::float8`.mapWith(Number)
 // A completed record that still counts: what a replay reads (`prefix` is a table alias and dot).
 const completedAndLive = (prefix: SQL) =>
-  sql`(${prefix}status = 'completed' and ${prefix}expires_at > now())`
+  sql`(${prefix}status = 'completed' and ${prefix}expires_at > ${serverNow})`
 export const millisecondsFrom = (milliseconds: SQLWrapper | number) =>
-  sql`now() + ${milliseconds}::float8 * interval '1 millisecond'`
+  sql`${serverNow} + ${milliseconds}::float8 * interval '1 millisecond'`
 
 /**
  * `query` kept out of drizzle's query cache (its `cache` option, drizzle 0.44+): the store's
@@ -142,7 +149,7 @@ export const p = {
   lockWait: sql.placeholder('lockWait'),
 }
 
-// How often a claim re-runs when it read nothing (see claim below); each re-run sees a newer
+// How often a claim re-runs when it read nothing (see claimInPhases); each re-run sees a newer
 // snapshot, so the second one practically always answers.
 export const maxClaimAttempts = 10
 
@@ -150,7 +157,7 @@ export const maxClaimAttempts = 10
  * Records in PostgreSQL through drizzle (postgres.js, node-postgres or PGlite). Every method
  * is one prepared statement, except a claim that must overwrite or take a record over, which is
  * two (see claimInPhases); on PGlite the claim's statements and the completion are calls of
- * session functions (see ./pglite.ts). Times come from the database's `now()`; commits are the
+ * session functions (see ./pglite.ts). Times come from the database's clock; commits are the
  * database's normal durable ones.
  *
  * ```ts
@@ -230,23 +237,23 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const insertOrRead = claimStatementOf('insert_or_read', firstPhaseQuery)
   const underLock = claimStatementOf('claim', claimQuery)
 
-  const completeStatement = completionQuery(db, table, p, sql`now()`)
-    .returning({ key: table.key })
-    .prepare(statementName('complete'))
-  const directComplete = direct?.(
-    statementName('complete'),
-    completionQuery(db, table, p, sql`now()`).returning({ key: table.key }).toSQL(),
-  )
-  const pgliteComplete =
-    pglite &&
-    pgliteFunction(
-      pglite,
-      logger,
-      statementName('complete'),
-      completionQuery(db, table, p, sql`now()`).toSQL(),
-      'boolean',
-      (statement) => `begin\n  ${statement};\n  return found;\nend`,
-    )
+  const completeQuery = completionQuery(db, table, p)
+  const complete = {
+    name: statementName('complete'),
+    ...completeQuery.toSQL(),
+    pglite:
+      pglite &&
+      pgliteFunction(
+        pglite,
+        logger,
+        statementName('complete'),
+        completeQuery.toSQL(),
+        'table(key text)',
+        (text) => `begin\n  return query ${text};\nend`,
+      ),
+  }
+  const completeSent = complete.pglite || direct?.(complete.name, complete)
+  const completePrepared = completeSent ? undefined : completeQuery.prepare(complete.name)
 
   const current = leaseHeld(table, p)
   const releaseStatement = db
@@ -268,10 +275,10 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     delete from ${table}
     where (scope, key) in (
       select scope, key from ${table}
-      where expires_at <= now()
+      where expires_at <= ${serverNow}
       limit ${p.batchSize}
       for update skip locked
-    ) and expires_at <= now()
+    ) and expires_at <= ${serverNow}
     returning 1`)
   const sweepStatement = uncached(
     db
@@ -286,6 +293,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     forTransactions ??= transactionStatements(db, table, statementName, {
       insertOrRead: insertOrRead.statement,
       underLock: underLock.statement,
+      complete,
       pglite: pglite && { client: pglite, logger },
     })
     return forTransactions
@@ -336,9 +344,10 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
         response: input.response,
         ttlMs: input.ttlMs,
       }
-      if (pgliteComplete) return (await pgliteComplete.run(values))[0]?.[0] === true
-      if (directComplete) return (await directComplete.run(values)).length > 0
-      return (await completeStatement.execute(values)).length > 0
+      const rows = completeSent
+        ? await completeSent.run(values)
+        : await completePrepared!.execute(values)
+      return rows.length > 0
     },
 
     async release(input: ReleaseInput): Promise<boolean> {
@@ -386,7 +395,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
  * The claim under the row lock: the second phase of a claim, for a record the first
  * (insertOrReadQuery) read as expired, or as in progress under a lease that ran out with the
  * same payload (`claimsUnderLock`, which must agree with this statement's WHERE). It decides
- * overwrite and takeover atomically. A record's life (times from the server's now()):
+ * overwrite and takeover atomically. A record's life (times from the server's clock):
  *
  *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
  *                        │    │                                                  ▲
@@ -446,11 +455,11 @@ export function lockedClaimQuery(
       fingerprint = excluded.fingerprint, status = excluded.status, response = null,
       lease_token = excluded.lease_token, locked_until = excluded.locked_until,
       expires_at = excluded.expires_at
-    where t.expires_at <= now()
-      or (t.status = 'in_progress' and t.locked_until <= now() and t.fingerprint = excluded.fingerprint)
+    where t.expires_at <= ${serverNow}
+      or (t.status = 'in_progress' and t.locked_until <= ${serverNow} and t.fingerprint = excluded.fingerprint)
     returning t.locked_until, t.expires_at,
       exists (select 1 from ${table} as prior
-        where prior.scope = ${again.scope} and prior.key = ${again.key} and prior.expires_at > now()
+        where prior.scope = ${again.scope} and prior.key = ${again.key} and prior.expires_at > ${serverNow}
       ) as takeover`)
   // The claim returns only what the engine does not already know: the caller's scope and key
   // are the row's, and a claimed row also carries the caller's fingerprint and lease token,
@@ -503,7 +512,7 @@ export const claimRowFields = {
   leaseToken: sql<string>`r.lease_token`,
   lockedUntil: epochMs(sql`r.locked_until`),
   expiresAt: epochMs(sql`r.expires_at`),
-  now: epochMs(sql`now()`),
+  now: epochMs(serverNow),
 }
 
 /** The columns of a {@link ClaimRow}, in the order the claim statements select them. */
@@ -546,7 +555,7 @@ export function standingRecord(
  * Whether a standing record the first phase read may be claimed after all, which only the
  * claim under the row lock decides: it expired, or it is in progress, its lease is over and
  * the payload is the same (a takeover). Times are whole milliseconds, floored, from one
- * statement's `now()`: a record that SQL holds still live by less than a millisecond reads as
+ * statement's clock: a record that SQL holds still live by less than a millisecond reads as
  * over here, which costs the second statement and changes no answer. Keep it in step with the
  * ON CONFLICT … WHERE of {@link lockedClaimQuery}: a case only that WHERE allows would never be
  * claimed.
@@ -605,23 +614,23 @@ function leaseHeld(
 
 /**
  * The completion: the record, in progress under the caller's lease, becomes completed with its
- * response and `expires_at = <from> + ttl` (the store: `now()`; transactional mode:
- * `statement_timestamp()`, so a long transaction does not shorten the replay window).
+ * response and `expires_at = now + ttl`, the statement's own time (in transactional mode a long
+ * handler does not shorten the replay window). Returns the key when it completed.
  */
 export function completionQuery(
   db: DrizzlePgDatabase,
   table: IdempotencyTable,
   values: { [Name in keyof CompleteInput]: SQLWrapper | CompleteInput[Name] },
-  from: SQL,
 ) {
   return db
     .update(table)
     .set({
       status: sql`'completed'`,
       response: sql`${values.response}`,
-      expiresAt: sql`${from} + ${values.ttlMs}::float8 * interval '1 millisecond'`,
+      expiresAt: millisecondsFrom(values.ttlMs),
     })
     .where(leaseHeld(table, values))
+    .returning({ key: table.key })
 }
 
 /** A claim's inputs as SQL: placeholders (prepared statements) or the values themselves. */

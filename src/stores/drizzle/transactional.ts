@@ -15,7 +15,6 @@ import {
   type PGliteFunction,
   type PGliteTransaction,
   pgliteClaimFunction,
-  pgliteFunction,
   type QueryLogger,
 } from './pglite'
 import {
@@ -133,7 +132,7 @@ export function transactionStatements(
   db: DrizzlePgDatabase,
   table: IdempotencyTable,
   name: (kind: string) => string,
-  shared: Pick<TransactionStatements, 'insertOrRead' | 'underLock'> & {
+  shared: Pick<TransactionStatements, 'insertOrRead' | 'underLock' | 'complete'> & {
     pglite: { client: PGliteClient; logger: QueryLogger | undefined } | undefined
   },
 ): TransactionStatements {
@@ -141,12 +140,6 @@ export function transactionStatements(
   const boundedClaim: Statement = {
     name: name('tx_claim'),
     ...boundedInsertOrRead(db, table, p).toSQL(),
-  }
-  const complete: Statement = {
-    name: name('tx_complete'),
-    ...completionQuery(db, table, p, sql`statement_timestamp()`)
-      .returning({ key: table.key })
-      .toSQL(),
   }
   if (pglite) {
     boundedClaim.pglite = pgliteClaimFunction(
@@ -156,23 +149,14 @@ export function transactionStatements(
       boundedClaim,
       ', found integer, previous text, restored text',
     )
-    complete.pglite = pgliteFunction(
-      pglite.client,
-      pglite.logger,
-      complete.name,
-      complete,
-      'table(key text)',
-      (text) => `begin\n  return query ${text};\nend`,
-    )
   }
-  const functions = [claims.insertOrRead, claims.underLock, boundedClaim, complete].flatMap(
+  const functions = [claims.insertOrRead, claims.underLock, boundedClaim, claims.complete].flatMap(
     (statement) => statement.pglite ?? [],
   )
   return {
     table,
     ...claims,
     boundedClaim,
-    complete,
     setLockTimeout: {
       name: name('tx_lock_timeout'),
       sql: setLockTimeoutText,
@@ -306,9 +290,7 @@ function createStoreTransaction<TTransaction>(
     async complete(input: CompleteInput) {
       const rows = direct
         ? await send(statements.complete, input)
-        : await completionQuery(tx, table, input, sql`statement_timestamp()`).returning({
-            key: table.key,
-          })
+        : await completionQuery(tx, table, input)
       return rows.length > 0
     },
 
