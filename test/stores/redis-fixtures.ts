@@ -96,10 +96,10 @@ export async function serverTime(admin: Redis): Promise<number> {
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
 }
 
-/** A TCP port nothing listens on: bound by us, then closed again. */
-export async function closedPort(): Promise<number> {
+/** A TCP port nothing listens on (`port`, or any when 0): bound by us, then closed again. */
+export async function closedPort(port = 0): Promise<number> {
   const server = createServer()
-  server.listen(0, '127.0.0.1')
+  server.listen(port, '127.0.0.1')
   await once(server, 'listening')
   const address = server.address()
   if (address === null || typeof address === 'string') throw new Error('no TCP address')

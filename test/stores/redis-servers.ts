@@ -1,10 +1,10 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
+import { closedPort } from './redis-fixtures'
 
 /** Whether this machine can start Redis servers of its own (`redis-server` and `redis-cli`). */
 export function canStartRedis(): boolean {
@@ -20,19 +20,10 @@ export function canStartRedis(): boolean {
 /** A free TCP port on 127.0.0.1 whose cluster bus port (port + 10000) is free too. */
 async function freeClusterPort(): Promise<number> {
   for (;;) {
-    const port = await freePort(0)
-    if (port + 10_000 < 65_536 && (await freePort(port + 10_000).catch(() => 0)) !== 0) return port
+    const port = await closedPort(0)
+    if (port + 10_000 < 65_536 && (await closedPort(port + 10_000).catch(() => 0)) !== 0)
+      return port
   }
-}
-
-async function freePort(port: number): Promise<number> {
-  const server = createServer()
-  server.listen(port, '127.0.0.1')
-  await once(server, 'listening')
-  const { port: bound } = server.address() as { port: number }
-  server.close()
-  await once(server, 'close')
-  return bound
 }
 
 /** Polls `check` until it holds; each try is a real question to the servers, not a wait. */
@@ -107,7 +98,7 @@ export interface LocalRedisServer {
  */
 export async function startRedisServer(): Promise<LocalRedisServer> {
   const dir = mkdtempSync(join(tmpdir(), 'im-redis-'))
-  const port = await freePort(0)
+  const port = await closedPort(0)
   const server = spawnRedis(port, dir)
   try {
     const admin = await connected(port)

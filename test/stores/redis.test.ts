@@ -158,6 +158,16 @@ describe.skipIf(!redisUrl).each(clientKinds)(
       const again = claimInput({ lockTimeoutMs: 0, ttlMs: 60_000 })
       await store.claim(again)
       expect(await store.complete({ ...again, response: 'r', ttlMs: 0 })).toBe(true)
+      // Gone within that millisecond: Redis deleted it, and another payload claims the key afresh.
+      const recordKey = store.recordKey(again.scope, again.key)
+      while ((await admin.exists(recordKey)) === 1)
+        await new Promise((resolve) => setImmediate(resolve))
+      expect(
+        await store.claim({ ...again, leaseToken: randomUUID(), fingerprint: 'fp-2' }),
+      ).toMatchObject({
+        claimed: true,
+        takeover: false,
+      })
     })
 
     it('rounds durations to whole milliseconds, so a claim reports the times it stored', async () => {
@@ -338,7 +348,7 @@ describe.skipIf(!redisUrl).each(clientKinds)(
         store.claim({ ...claimInput(), key: 42 as unknown as string }),
       ).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_TYPE' })
       expect(await store.get(input.scope, input.key)).toBeUndefined()
-      // Past what Redis' PXAT and the scripts' integer formatting take: refused here, not by Redis.
+      // Past what Redis' PX takes (and a header must hold): refused here, not by Redis.
       for (const huge of [1e19, Number.MAX_VALUE, Number.POSITIVE_INFINITY]) {
         const tooLong = claimInput({ ttlMs: huge })
         await expect(store.claim(tooLong)).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_VALUE' })

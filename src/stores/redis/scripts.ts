@@ -112,18 +112,21 @@ if inProgress then
   local _, from = string.find(value, '${leaseField}', ${tokenAt}, true)
   local lockedUntil =
     expiresAt - tonumber(string.sub(value, from + 1, string.find(value, ',', from, true) - 1))
-  -- The claim's tail: fingerprint, scope and key, after its takeover flag.
-  local flagAt, flagEnd = string.find(claim, '${takeoverFalse}', ${tokenAt} + #token, true)
-  local tail = string.sub(claim, flagEnd + 1)
   -- The lease ended (its executor died or stalled) and the payload is the same: take it over.
   -- A new token fences the old executor off. Another payload is a reused key, not a takeover.
-  -- An in-progress record has no response, so it ends with its tail; scope and key are equal
-  -- for one record key, so an equal tail is an equal fingerprint.
-  if lockedUntil <= now and string.sub(value, -#tail) == tail then
-    -- SET replaces the whole string: nothing of the record it replaces survives.
-    redis.call('SET', record, string.sub(claim, 1, flagAt - 1) .. '${takeoverTrue}' .. tail,
-      'PX', ARGV[3])
-    return {'takeover', redis.call('PEXPIRETIME', record)}
+  -- A lease still held (every 409 of a storm) goes no further than this test.
+  if lockedUntil <= now then
+    -- The claim's tail: fingerprint, scope and key, after its takeover flag. An in-progress
+    -- record has no response, so it ends with its tail; scope and key are equal for one record
+    -- key, so an equal tail is an equal fingerprint.
+    local flagAt, flagEnd = string.find(claim, '${takeoverFalse}', ${tokenAt} + #token, true)
+    local tail = string.sub(claim, flagEnd + 1)
+    if string.sub(value, -#tail) == tail then
+      -- SET replaces the whole string: nothing of the record it replaces survives.
+      redis.call('SET', record, string.sub(claim, 1, flagAt - 1) .. '${takeoverTrue}' .. tail,
+        'PX', ARGV[3])
+      return {'takeover', redis.call('PEXPIRETIME', record)}
+    end
   end
 end
 -- Completed, a valid lease, or an expired lease with another payload: unchanged, returned
