@@ -9,7 +9,7 @@ import { createIdempotency } from '../../src'
 import { databaseUrl, testSchema } from '../support/env'
 import { describeStoreConformance } from './conformance'
 import { describeDrizzleBehaviour } from './drizzle-behaviour'
-import { claimInput, statementCounter, useTestTables } from './drizzle-fixtures'
+import { claimInput, EverythingCache, statementCounter, useTestTables } from './drizzle-fixtures'
 
 const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
 
@@ -71,6 +71,23 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
       }
     })
 
+    it('writes past a drizzle query cache: a cache that fails to hear of a write fails no store call [postgres]', async () => {
+      // A cache whose onMutate throws (its backend is down): drizzle tells it of every write it
+      // sends, so a write sent through drizzle would fail after the database had done it.
+      class DownCache extends EverythingCache {
+        override async onMutate(): Promise<never> {
+          throw new Error('the cache is down')
+        }
+      }
+      const store = await tables.createStore(drizzlePostgresJs({ client, cache: new DownCache() }))
+      const claim = claimInput()
+      expect((await store.claim(claim)).claimed).toBe(true)
+      expect(await store.release(claim)).toBe(true)
+      expect((await store.claim(claim)).claimed).toBe(true)
+      expect(await store.complete({ ...claim, response: 'r' })).toBe(true)
+      expect(await store.get(claim.scope, claim.key)).toMatchObject({ status: 'completed' })
+    })
+
     it('sends the claim and the completion as named prepared statements, prepared once per connection, each logged once [postgres]', async () => {
       const single = postgres(url, { max: 1, onnotice: () => {} })
       try {
@@ -101,15 +118,17 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
           claimed: true,
           takeover: true,
         })
+        expect(await store.release({ ...stale, leaseToken: 'u' })).toBe(true)
         // Each statement once through `unsafe` as a prepared statement, each logged: a first
         // execution is two (insert or read, complete), a replay one, a takeover two (insert or
-        // read, claim under the lock).
-        expect(sent.map((call) => call.prepare)).toEqual([true, true, true, true, true, true])
+        // read, claim under the lock), a release one.
+        expect(sent.map((call) => call.prepare)).toEqual([true, true, true, true, true, true, true])
         expect(logged).toEqual(sent.map((call) => call.text))
-        const [insertOrRead, complete, , , , underLock] = sent.map((call) => call.text)
+        const [insertOrRead, complete, , , , underLock, release] = sent.map((call) => call.text)
         expect(insertOrRead).toMatch(/^with "inserted" as/)
         expect(complete).toMatch(/^update /)
         expect(underLock).toMatch(/^with "done" as/)
+        expect(release).toMatch(/^delete /)
         expect(sent.map((call) => call.text)).toEqual([
           insertOrRead,
           complete,
@@ -117,11 +136,12 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
           insertOrRead,
           insertOrRead,
           underLock,
+          release,
         ])
         // Prepared on this one connection once each.
         const prepared = await single`select statement from pg_prepared_statements`
         const texts = prepared.map((row) => row.statement as string)
-        for (const text of [insertOrRead, complete, underLock]) {
+        for (const text of [insertOrRead, complete, underLock, release]) {
           expect(texts.filter((candidate) => candidate === text)).toHaveLength(1)
         }
       } finally {

@@ -2,8 +2,8 @@ import type { Placeholder } from 'drizzle-orm'
 import type { QueryLogger } from './pglite'
 
 /**
- * On postgres.js and node-postgres the claim's statements and the completion (the statements of
- * every first execution, and transactional mode's, see ./transactional.ts) go to the client
+ * On postgres.js and node-postgres the claim's statements, the completion and the release (the
+ * statements of every first execution, and transactional mode's, see ./transactional.ts) go to the client
  * directly instead of through drizzle's prepared query: drizzle's generic path
  * (placeholder filling, tracing spans, its cache check, mapping each row field by field) cost
  * about as much client CPU as the statements' own encoding and parsing, on every keyed call.

@@ -256,11 +256,11 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
   const completePrepared = completeSent ? undefined : completeQuery.prepare(complete.name)
 
   const current = leaseHeld(table, p)
-  const releaseStatement = db
-    .delete(table)
-    .where(current)
-    .returning({ key: table.key })
-    .prepare(statementName('release'))
+  const releaseQuery = db.delete(table).where(current).returning({ key: table.key })
+  // On postgres.js and node-postgres past drizzle as well: through drizzle, a query cache would
+  // be told of the delete (a round trip to it) and could fail a release that already happened.
+  const releaseSent = direct?.(statementName('release'), releaseQuery.toSQL())
+  const releasePrepared = releaseSent ? undefined : releaseQuery.prepare(statementName('release'))
 
   const getStatement = uncached(
     db
@@ -351,11 +351,10 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     },
 
     async release(input: ReleaseInput): Promise<boolean> {
-      const rows = await releaseStatement.execute({
-        scope: input.scope,
-        key: input.key,
-        leaseToken: input.leaseToken,
-      })
+      const values = { scope: input.scope, key: input.key, leaseToken: input.leaseToken }
+      const rows = releaseSent
+        ? await releaseSent.run(values)
+        : await releasePrepared!.execute(values)
       return rows.length > 0
     },
 
