@@ -63,7 +63,17 @@ export function directStatementsOf(
   db: object,
   logger: QueryLogger | undefined,
 ): DirectStatements | undefined {
-  const client = (db as { $client?: unknown }).$client
+  return directStatementsFor((db as { $client?: unknown }).$client, logger)
+}
+
+/**
+ * Direct statements for `client` itself (a pool, or the connection of one transaction) when it
+ * is postgres.js or node-postgres, else undefined.
+ */
+export function directStatementsFor(
+  client: unknown,
+  logger: QueryLogger | undefined,
+): DirectStatements | undefined {
   let send: ((name: string, sql: string, params: unknown[]) => PromiseLike<unknown[][]>) | undefined
   if (isPostgresJs(client)) {
     // The query itself (a promise postgres.js runs when awaited), with no async wrapper around it.

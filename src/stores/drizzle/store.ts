@@ -319,14 +319,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     },
 
     async claim(input: ClaimInput): Promise<ClaimResult> {
-      const values = {
-        scope: input.scope,
-        key: input.key,
-        fingerprint: input.fingerprint,
-        leaseToken: input.leaseToken,
-        lockTimeoutMs: input.lockTimeoutMs,
-        ttlMs: input.ttlMs,
-      }
+      const values = placeholderValues(input)
       return (
         await claimInPhases(
           input,
@@ -337,13 +330,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
-      const values = {
-        scope: input.scope,
-        key: input.key,
-        leaseToken: input.leaseToken,
-        response: input.response,
-        ttlMs: input.ttlMs,
-      }
+      const values = placeholderValues(input)
       const rows = completeSent
         ? await completeSent.run(values)
         : await completePrepared!.execute(values)
@@ -351,7 +338,7 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
     },
 
     async release(input: ReleaseInput): Promise<boolean> {
-      const values = { scope: input.scope, key: input.key, leaseToken: input.leaseToken }
+      const values = placeholderValues(input)
       const rows = releaseSent
         ? await releaseSent.run(values)
         : await releasePrepared!.execute(values)
@@ -631,6 +618,13 @@ export function completionQuery(
     .where(leaseHeld(table, values))
     .returning({ key: table.key })
 }
+
+/**
+ * A store call's input as the values of its statement's placeholders, which are named after the
+ * input's fields (see `p`): no copy per call.
+ */
+const placeholderValues = (input: ClaimInput | CompleteInput | ReleaseInput) =>
+  input as unknown as Record<string, unknown>
 
 /** A claim's inputs as SQL: placeholders (prepared statements) or the values themselves. */
 export type ClaimValues = {

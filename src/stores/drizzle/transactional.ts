@@ -6,7 +6,7 @@ import type {
   TransactionClaimOptions,
   TransactionClaimResult,
 } from '../../store'
-import { directStatementsOf } from './direct'
+import { directStatementsFor } from './direct'
 import {
   drizzleLoggerOf,
   forgetFunctionsOf,
@@ -186,15 +186,15 @@ export function runDrizzleTransaction<TTransaction, T>(
 
 /** The PGlite transaction behind a drizzle transaction on PGlite. */
 function pgliteTransactionOf(tx: DrizzlePgDatabase): PGliteTransaction | undefined {
-  const client = (tx as { session?: { client?: Record<string, unknown> } }).session?.client
+  const client = connectionOf(tx) as Record<string, unknown> | undefined
   return client && typeof client.query === 'function' && typeof client.rollback === 'function'
     ? (client as unknown as PGliteTransaction)
     : undefined
 }
 
 /** The driver's connection of a drizzle transaction (postgres.js and node-postgres keep it there). */
-function connectionOf(tx: DrizzlePgDatabase): object {
-  return { $client: (tx as { session?: { client?: unknown } }).session?.client }
+function connectionOf(tx: DrizzlePgDatabase): unknown {
+  return (tx as { session?: { client?: unknown } }).session?.client
 }
 
 /**
@@ -208,7 +208,7 @@ function createStoreTransaction<TTransaction>(
 ): StoreTransaction<TTransaction> {
   const { table } = statements
   const pglite = statements.ensureFunctions && pgliteTransactionOf(tx)
-  const driver = pglite ? undefined : directStatementsOf(connectionOf(tx), drizzleLoggerOf(tx))
+  const driver = pglite ? undefined : directStatementsFor(connectionOf(tx), drizzleLoggerOf(tx))
   // Statements go past drizzle: to the driver, or to PGlite's functions.
   const direct = pglite !== undefined || driver !== undefined
   const send = (statement: Statement, values: object): PromiseLike<unknown[][]> =>
