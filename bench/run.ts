@@ -173,6 +173,10 @@ async function main(): Promise<void> {
         log(
           `  tRPC, transactional: first ÷ floor ${tx.firstVsFloor}, first ÷ ours outside transactional mode ${tx.firstVsOurs} (medians of rounds; ratios of means ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs})`,
         )
+        const spec = results.http.specRecordFloor
+        log(
+          `  tRPC floor on the SPEC's record: ÷ floor ${spec.vsFloor}, ours ÷ it ${spec.oursVsIt} (medians of rounds; ratios of means ${spec.ofMeans.vsFloor}, ${spec.ofMeans.oursVsIt})`,
+        )
       } finally {
         await database.close()
       }

@@ -48,6 +48,16 @@ export interface HttpResult {
     ofMeans: { firstVsFloor: number; firstVsOurs: number }
   }
   /**
+   * The tRPC floor on a table of the SPEC's record (its eight columns, the `expires_at` index,
+   * the same parameters as the store's statements) relative to the floor, and ours relative to
+   * it: how much of ours ÷ floor the record's shape accounts for.
+   */
+  specRecordFloor: {
+    vsFloor: number
+    oursVsIt: number
+    ofMeans: { vsFloor: number; oursVsIt: number }
+  }
+  /**
    * Per adapter: time per request relative to the plain mutation and to the floor, each the
    * median over the rounds of the quotient within a round (`pairedRatio`); `ofMeans` holds
    * the same quotients of the whole run's mean times.
@@ -91,6 +101,12 @@ export async function benchHttp(
     created_at timestamptz not null default now())`)
   await query(`create table "${schema}".floor_keys (
     key text primary key, status text not null, response text)`)
+  // The same floor on a table of the SPEC's record (the store's columns and indexes).
+  await query(`create table "${schema}".floor_records (
+    scope text not null, key text not null, fingerprint text not null, status text not null,
+    response text, lease_token text not null, locked_until timestamptz not null,
+    expires_at timestamptz not null, primary key (scope, key))`)
+  await query(`create index on "${schema}".floor_records (expires_at)`)
   const table = lib.drizzle.defineIdempotencyTable('records_http', schema)
   const store = lib.drizzle.createDrizzleStore(database.db, { table })
   await store.ensureTable()
@@ -126,14 +142,43 @@ export async function benchHttp(
     where key = $1 and not exists (select 1 from claimed)`
   const completeFloor = `update "${schema}".floor_keys set status = 'completed', response = $2
     where key = $1`
-  const floor = async (key: string, mutate: () => Promise<OrderRow>): Promise<OrderRow> => {
+  // The floor's statements on the SPEC's record: what the store's own statements must write and
+  // compare at least (scope, fingerprint, lease token, server-clock lease and expiry), and no
+  // more (no takeover, no expiry check, no reused-key answer).
+  const claimSpecFloor = `with claimed as (
+      insert into "${schema}".floor_records values ($1, $2, $3, 'in_progress', null, $4,
+        statement_timestamp() + $5::float8 * interval '1 millisecond',
+        statement_timestamp() + $6::float8 * interval '1 millisecond')
+      on conflict (scope, key) do nothing
+      returning status, response)
+    select true as claimed, status, response from claimed
+    union all
+    select false, status, response from "${schema}".floor_records
+    where scope = $1 and key = $2 and not exists (select 1 from claimed)`
+  const completeSpecFloor = `update "${schema}".floor_records set status = 'completed',
+      response = $4, expires_at = statement_timestamp() + $5::float8 * interval '1 millisecond'
+    where scope = $1 and key = $2 and status = 'in_progress' and lease_token = $3
+    returning key`
+  const specRecord = { fingerprint: 'a'.repeat(43), lockTimeoutMs: 60_000, ttlMs: 86_400_000 }
+  const floor = async (
+    key: string,
+    mutate: () => Promise<OrderRow>,
+    onSpecRecord = false,
+  ): Promise<OrderRow> => {
+    const token = `lease-${key}`
     const [record] = await run<{ claimed: boolean; status: string; response: string | null }>(
-      claimFloor,
-      [key],
+      onSpecRecord ? claimSpecFloor : claimFloor,
+      onSpecRecord
+        ? ['', key, specRecord.fingerprint, token, specRecord.lockTimeoutMs, specRecord.ttlMs]
+        : [key],
     )
     if (record?.claimed) {
       const value = await mutate()
-      await run(completeFloor, [key, JSON.stringify(value)])
+      if (onSpecRecord) {
+        await run(completeSpecFloor, ['', key, token, JSON.stringify(value), specRecord.ttlMs])
+      } else {
+        await run(completeFloor, [key, JSON.stringify(value)])
+      }
       return value
     }
     if (record?.status === 'completed' && record.response !== null) {
@@ -183,6 +228,8 @@ export async function benchHttp(
       'tRPC ours, transactional: first execution': (i) =>
         post(`${trpcUrl}/transactional`, trpcBody, `t-tx-first-${i}`),
       'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
+      'tRPC floor, SPEC record: first execution': (i) =>
+        post(`${trpcUrl}/specFloor`, trpcBody, `t-spec-floor-${i}`),
       'tRPC floor: replay': (i) =>
         post(`${trpcUrl}/floor`, trpcBody, `t-floor-replay-${i % replayKeys}`),
       'Yoga plain': () => post(yogaPlainUrl!, yogaBody),
@@ -249,6 +296,11 @@ export async function benchHttp(
       ofMeans: ratiosOf(adapter, ofMeans),
     })
     const tx = byName(variants, 'tRPC ours, transactional: first execution')
+    const specFloor = byName(variants, 'tRPC floor, SPEC record: first execution')
+    const specVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
+      vsFloor: quotient(specFloor, byName(variants, 'tRPC floor: first execution')),
+      oursVsIt: quotient(byName(variants, 'tRPC ours: first execution'), specFloor),
+    })
     const txVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
       firstVsFloor: quotient(tx, byName(variants, 'tRPC floor: first execution')),
       firstVsOurs: quotient(tx, byName(variants, 'tRPC ours: first execution')),
@@ -260,6 +312,7 @@ export async function benchHttp(
       statementsPerRequest,
       ratios: { tRPC: both('tRPC'), Yoga: both('Yoga') },
       transactional: { ...txVs((a, b) => pairedRatio(a, b)), ofMeans: txVs(ofMeans) },
+      specRecordFloor: { ...specVs((a, b) => pairedRatio(a, b)), ofMeans: specVs(ofMeans) },
     }
   } finally {
     await Promise.all(servers.map((server) => server.close()))
@@ -297,6 +350,11 @@ export async function benchHttp(
         const key = ctx.req.headers['idempotency-key']
         if (typeof key !== 'string') throw new Error('the floor needs a key')
         return floor(key, () => insertOrder(input))
+      }),
+      specFloor: t.procedure.input(parse).mutation(({ input, ctx }) => {
+        const key = ctx.req.headers['idempotency-key']
+        if (typeof key !== 'string') throw new Error('the floor needs a key')
+        return floor(key, () => insertOrder(input), true)
       }),
     })
     const server = createHTTPServer({ router, createContext: ({ req, res }) => ({ req, res }) })

@@ -1,12 +1,14 @@
 /**
- * Redis, side by side on the same server: our Redis store (through node-redis and through
- * ioredis), Powertools' cache persistence layer (node-redis, as its docs show) and
+ * Redis, side by side on the same server: our Redis store (through node-redis 5, ioredis and
+ * node-redis 4, the client node-idempotency's adapter brings, so each peer can be compared with
+ * ours on its own client), Powertools' cache persistence layer (node-redis, as its docs show) and
  * @node-idempotency/core (its own Redis adapter). Round trips are counted by wrapping each
  * library's client calls: every wrapped call is one command, so one round trip.
  */
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis'
 import { Redis } from 'ioredis'
 import { createClient } from 'redis'
+import { createClient as createClientV4 } from 'redis4'
 import type { Library } from '../lib/build'
 import { type Budget, compare, round, type VariantStats } from '../lib/measure'
 import { type Counter, countCalls, nodeIdempotency, type Protected, powertools } from '../lib/peers'
@@ -56,17 +58,24 @@ export async function benchRedis(
   await ioredis.connect()
   const theirAdapter = new RedisStorageAdapter({ url: redisUrl })
   await theirAdapter.connect()
+  // node-idempotency's own client library (redis@4), for our store too: the same client as that
+  // peer, so the comparison with it is of the libraries, not of the clients.
+  const nodeRedis4 = createClientV4({ url: redisUrl })
+  nodeRedis4.on('error', () => {})
+  await nodeRedis4.connect()
 
   // Each client is wrapped once, in place: every wrapped call is one command on the wire.
   const counters = {
     'node-redis': { count: 0 },
     ioredis: { count: 0 },
+    'redis@4': { count: 0 },
     powertools: { count: 0 },
     nodeIdempotency: { count: 0 },
   }
   const clients = {
     'node-redis': countCalls(nodeRedis, ['evalSha', 'eval'], counters['node-redis']),
     ioredis: countCalls(ioredis, ['evalsha', 'eval'], counters.ioredis),
+    'redis@4': countCalls(nodeRedis4, ['evalSha', 'eval'], counters['redis@4']),
   }
   const powertoolsClient = countCalls(
     {
@@ -84,7 +93,7 @@ export async function benchRedis(
   )
 
   let instance = 0
-  const ours = (client: 'node-redis' | 'ioredis'): Contender => ({
+  const ours = (client: keyof typeof clients): Contender => ({
     library: 'idempotent-mutations',
     client,
     counter: counters[client],
@@ -106,6 +115,7 @@ export async function benchRedis(
   const contenders: Contender[] = [
     ours('node-redis'),
     ours('ioredis'),
+    ours('redis@4'),
     {
       library: '@aws-lambda-powertools/idempotency',
       client: 'node-redis',
@@ -212,7 +222,12 @@ export async function benchRedis(
     return { libraries, latency }
   } finally {
     await deleteKeys(nodeRedis, `${prefix}*`)
-    await Promise.allSettled([nodeRedis.quit(), ioredis.quit(), theirAdapter.disconnect()])
+    await Promise.allSettled([
+      nodeRedis.quit(),
+      ioredis.quit(),
+      theirAdapter.disconnect(),
+      nodeRedis4.quit(),
+    ])
   }
 }
 

@@ -3,6 +3,7 @@ import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import { createClient } from 'redis'
+import { createClient as createClientV4 } from 'redis4'
 import type { ClaimInput } from '../../src/store'
 import { redisUrl } from '../support/env'
 
@@ -43,9 +44,22 @@ export async function connectNodeRedis(url = redisUrl, RESP: 2 | 3 = 2) {
   return client
 }
 
-export type NodeRedisClient = Awaited<ReturnType<typeof connectNodeRedis>>
+/**
+ * A node-redis v4 client (the `redis4` dev dependency is `redis@4` under another name), as the
+ * README's settings for it, connected. v4 has no per-command timeout option.
+ */
+export async function connectNodeRedis4(url = redisUrl) {
+  const client = createClientV4({ url: url ?? '', disableOfflineQueue: true })
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
 
-/** Both supported clients, for `describe.each`. */
+export type NodeRedisClient =
+  | Awaited<ReturnType<typeof connectNodeRedis>>
+  | Awaited<ReturnType<typeof connectNodeRedis4>>
+
+/** The supported clients, for `describe.each`. */
 export const clientKinds = [
   {
     name: 'ioredis',
@@ -62,11 +76,17 @@ export const clientKinds = [
     library: 'node-redis',
     connect: (url = redisUrl) => connectNodeRedis(url, 3),
   },
+  {
+    name: 'node-redis 4',
+    library: 'node-redis',
+    connect: (url = redisUrl) => connectNodeRedis4(url),
+  },
 ] as const
 
 export async function closeClient(client: Redis | NodeRedisClient): Promise<void> {
   if (client instanceof Redis) client.disconnect()
-  else client.destroy()
+  else if ('destroy' in client) client.destroy()
+  else await client.disconnect()
 }
 
 /** Deletes the records a test file wrote under its own prefix, and nothing else. */
