@@ -266,6 +266,8 @@ export interface Idempotency<TTransaction = unknown> {
   readonly store: IdempotencyStore<TTransaction>
   /** The engine's `transactional` option: whether operations run in transactions by default. */
   readonly transactional?: boolean
+  /** The engine's `required` option: whether an operation without a key is refused by default. */
+  readonly required?: boolean
 }
 
 /** What `execute` throws when it replays a recorded error that has no adapter-specific form. */
@@ -1005,6 +1007,7 @@ export function createIdempotency<TTransaction = unknown>(
     close: () => clearInterval(timer),
     store,
     transactional,
+    required: defaults.required,
   }
 }
 

@@ -25,7 +25,12 @@ import {
   unkeyedContext,
   validateKey,
 } from '../../src'
-import { analyzeMutation, argumentKeys, fingerprintPayload } from './operation'
+import {
+  analyzeMutation,
+  argumentKeys,
+  fingerprintPayload,
+  type MutationAnalysis,
+} from './operation'
 import {
   errorResult,
   isOriginalGraphQLError,
@@ -313,23 +318,30 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
     return true
   }
 
-  async function findKey(
+  /**
+   * The operation's key: synchronous from the header, arguments and extensions, so a mutation
+   * without one is let through without a promise (see protectMutation); a `getKey` is awaited.
+   */
+  function findKey(
     context: TContext,
     args: ExecutionArgs,
     fieldNames: readonly string[],
     argumentKeyList: () => string[],
-  ): Promise<string | undefined> {
+  ): string | undefined | Promise<string | undefined> {
     const variables = (args.variableValues ?? {}) as Record<string, unknown>
-    if (options.getKey) {
-      const key = await options.getKey({
-        context,
-        // A copy: the analysis is shared by every request of this document (and frozen).
-        fieldNames: [...fieldNames],
-        document: args.document,
-        operationName: args.operationName ?? undefined,
-        variables,
-      })
-      return key === undefined || key === null ? undefined : validateKey(key)
+    const { getKey } = options
+    if (getKey) {
+      return (async () => {
+        const key = await getKey({
+          context,
+          // A copy: the analysis is shared by every request of this document (and frozen).
+          fieldNames: [...fieldNames],
+          document: args.document,
+          operationName: args.operationName ?? undefined,
+          variables,
+        })
+        return key === undefined || key === null ? undefined : validateKey(key)
+      })()
     }
     const found: string[] = []
     const headers =
@@ -350,7 +362,49 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
     return callerScope(await options.scope(context), 'scope(context)')
   }
 
-  async function protectMutation(
+  /**
+   * Protects one mutation operation. A mutation that needs no record (no key, none required, not
+   * transactional) is let through synchronously, before any promise: an `onExecute` that answers
+   * with one puts Envelop's whole execution on its asynchronous path (about 2 % of an unkeyed
+   * mutation's time over HTTP in Yoga).
+   */
+  function protectMutation(
+    payload: OnExecuteEventPayload<TContext>,
+    operation: OperationDefinitionNode,
+  ):
+    | OnExecuteHookResult<TContext>
+    | Promise<OnExecuteHookResult<TContext> | undefined>
+    | undefined {
+    const { args, context, setResultAndStopExecution } = payload
+    const variables = (args.variableValues ?? {}) as Record<string, unknown>
+    const analysis = analyzeMutation(args.document, operation, variables)
+    const policies = fieldPolicies(args.schema)
+    const fieldPolicyList = analysis.fieldNames.map((name) => policies.get(name))
+    if (mode === 'marked' && fieldPolicyList.every((policy) => policy === undefined)) return
+    const policy = combinePolicies(fieldPolicyList)
+    let key: string | undefined | Promise<string | undefined>
+    try {
+      key = findKey(context, args, analysis.fieldNames, () =>
+        argumentKeys(analysis.rootFields, keyField, variables),
+      )
+    } catch (error) {
+      if (!isIdempotencyError(error)) throw error
+      setResultAndStopExecution(errorResult(toGraphQLError(error)))
+      return
+    }
+    // `required` left to the engine counts as not required only when the engine says so.
+    const required = policy.required ?? idempotency.required ?? true
+    if (key === undefined && !required && !transactional) {
+      // What the engine answers for it (a bypass), without asking it.
+      if (exposeContext) {
+        payload.extendContext({ idempotency: unkeyedContext } as unknown as Partial<TContext>)
+      }
+      return
+    }
+    return runProtected(payload, operation, analysis, policy, key)
+  }
+
+  async function runProtected(
     {
       args,
       context,
@@ -360,24 +414,20 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       setResultAndStopExecution,
     }: OnExecuteEventPayload<TContext>,
     operation: OperationDefinitionNode,
+    analysis: MutationAnalysis,
+    { required, ttl }: ReturnType<typeof combinePolicies>,
+    foundKey: string | undefined | Promise<string | undefined>,
   ): Promise<OnExecuteHookResult<TContext> | undefined> {
     // The context's type is the user's; the fields added here are theirs to declare
     // (IdempotencyContextFields).
     const addToContext = (fields: Record<string, unknown>) =>
       extendContext(fields as unknown as Partial<TContext>)
     const variables = (args.variableValues ?? {}) as Record<string, unknown>
-    const analysis = analyzeMutation(args.document, operation, variables)
-    const policies = fieldPolicies(args.schema)
-    const fieldPolicyList = analysis.fieldNames.map((name) => policies.get(name))
-    if (mode === 'marked' && fieldPolicyList.every((policy) => policy === undefined)) return
-    const { required, ttl } = combinePolicies(fieldPolicyList)
     const request = (context.request ?? undefined) as object | undefined
 
     let attempt: Awaited<ReturnType<Idempotency['begin']>>
     try {
-      const key = await findKey(context, args, analysis.fieldNames, () =>
-        argumentKeys(analysis.rootFields, keyField, variables),
-      )
+      const key = await foundKey
       if ((key !== undefined || transactional) && analysis.incremental) {
         setResultAndStopExecution(errorResult(incrementalRefusal(key === undefined)))
         return

@@ -35,7 +35,13 @@ function setup(
     const contextValue = await enveloped.contextFactory()
     return enveloped.execute({ schema: enveloped.schema, document, contextValue })
   }
-  return { run, resolvers, store }
+  /** Envelop's execute as it answers: a result, or a promise of one. */
+  function executeNow(source: string, context: Record<string, unknown> = {}) {
+    const enveloped = getEnveloped(context)
+    const document = enveloped.parse(source)
+    return enveloped.execute({ schema: enveloped.schema, document, contextValue: context })
+  }
+  return { run, executeNow, resolvers, store }
 }
 
 describe('useIdempotency in plain Envelop (no HTTP request)', () => {
@@ -72,6 +78,23 @@ describe('useIdempotency in plain Envelop (no HTTP request)', () => {
     await run(source, context())
     await run(source, context())
     expect(resolvers.createOrder).toHaveBeenCalledTimes(1)
+  })
+
+  it('lets a mutation without a key through synchronously: no promise, no store call', async () => {
+    const { executeNow, resolvers, store } = setup()
+    // The resolvers are synchronous, so only a hook that answers with a promise makes one.
+    const unkeyed = executeNow('mutation { createOrder(item: "desk") { id } }')
+    expect(unkeyed).not.toBeInstanceOf(Promise)
+    expect((unkeyed as { data: unknown }).data).toEqual({ createOrder: { id: expect.any(String) } })
+    expect(store.claim).not.toHaveBeenCalled()
+    // A key needs the store, which answers asynchronously.
+    const keyed = executeNow('mutation { createOrder(item: "desk") { id } }', {
+      req: { headers: { 'idempotency-key': 'sync-1' } },
+    })
+    expect(keyed).toBeInstanceOf(Promise)
+    await keyed
+    expect(store.claim).toHaveBeenCalledTimes(1)
+    expect(resolvers.createOrder).toHaveBeenCalledTimes(2)
   })
 
   it('leaves queries untouched and never calls the store', async () => {
