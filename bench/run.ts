@@ -89,7 +89,7 @@ const budgets = quick
         stormCallers: 200,
         stormWorkMs: 50,
       } satisfies RedisBudgets,
-      http: { batch: 5, rounds: 120, maxMs: 45_000, warmupRounds: 4 },
+      http: { batch: 5, rounds: 300, maxMs: 75_000, warmupRounds: 4 },
     }
 
 const log = (line: string) => console.log(`[bench] ${line}`)
@@ -176,6 +176,10 @@ async function main(): Promise<void> {
         const spec = results.http.specRecordFloor
         log(
           `  tRPC floor on the SPEC's record: ÷ floor ${spec.vsFloor}, ours ÷ it ${spec.oursVsIt} (medians of rounds; ratios of means ${spec.ofMeans.vsFloor}, ${spec.ofMeans.oursVsIt})`,
+        )
+        const again = results.http.floorAgainVsFloor
+        log(
+          `  A/A control, the tRPC floor twice: ${again.medianOfRounds} (ratio of means ${again.ofMeans})`,
         )
       } finally {
         await database.close()

@@ -1,6 +1,6 @@
 /**
  * Measurement helpers. Every variant of a comparison runs in the same process, in rounds that
- * interleave the variants (each round in a rotated order), so drift in the machine's speed (other
+ * interleave the variants (each round in its own shuffled order), so drift in the machine's speed (other
  * tenants, CPU boost, GC) lands on every variant alike and the ratios between them hold even
  * when absolute times do not. Every loop is bounded by both a count and a time budget.
  */

@@ -300,6 +300,8 @@ export function toMarkdown(results: Results): string {
       `tRPC in transactional mode (the claim, the handler's insert and the completion in one transaction, one commit; the statement count, from drizzle's logger, leaves out BEGIN, SAVEPOINT and COMMIT): first execution ÷ floor ${http.transactional.firstVsFloor} (ratio of means ${http.transactional.ofMeans.firstVsFloor}), ÷ ours outside transactional mode ${http.transactional.firstVsOurs} (${http.transactional.ofMeans.firstVsOurs}).`,
       '',
       `The tRPC floor on a table of the SPEC's record (eight columns, the \`expires_at\` index, the store's parameters): ÷ floor ${http.specRecordFloor.vsFloor} (ratio of means ${http.specRecordFloor.ofMeans.vsFloor}); ours ÷ it ${http.specRecordFloor.oursVsIt} (${http.specRecordFloor.ofMeans.oursVsIt}).`,
+      '',
+      `A/A control, the machine's noise in this run: the tRPC floor measured twice under two names, second ÷ first ${http.floorAgainVsFloor.medianOfRounds} (ratio of means ${http.floorAgainVsFloor.ofMeans}).`,
     )
   }
   return `${out.join('\n')}\n`

@@ -57,6 +57,8 @@ export interface HttpResult {
     oursVsIt: number
     ofMeans: { vsFloor: number; oursVsIt: number }
   }
+  /** The floor's A/A control: the same requests under a second name, ÷ the floor. */
+  floorAgainVsFloor: { medianOfRounds: number; ofMeans: number }
   /**
    * Per adapter: time per request relative to the plain mutation and to the floor, each the
    * median over the rounds of the quotient within a round (`pairedRatio`); `ofMeans` holds
@@ -228,6 +230,10 @@ export async function benchHttp(
       'tRPC ours, transactional: first execution': (i) =>
         post(`${trpcUrl}/transactional`, trpcBody, `t-tx-first-${i}`),
       'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
+      // An A/A control: the floor again, under another name. Its quotient to the floor is what
+      // the machine's noise alone makes of two equal variants in this run.
+      'tRPC floor: first execution, again': (i) =>
+        post(`${trpcUrl}/floor`, trpcBody, `t-floor-again-${i}`),
       'tRPC floor, SPEC record: first execution': (i) =>
         post(`${trpcUrl}/specFloor`, trpcBody, `t-spec-floor-${i}`),
       'tRPC floor: replay': (i) =>
@@ -313,6 +319,16 @@ export async function benchHttp(
       ratios: { tRPC: both('tRPC'), Yoga: both('Yoga') },
       transactional: { ...txVs((a, b) => pairedRatio(a, b)), ofMeans: txVs(ofMeans) },
       specRecordFloor: { ...specVs((a, b) => pairedRatio(a, b)), ofMeans: specVs(ofMeans) },
+      floorAgainVsFloor: {
+        medianOfRounds: pairedRatio(
+          byName(variants, 'tRPC floor: first execution, again'),
+          byName(variants, 'tRPC floor: first execution'),
+        ),
+        ofMeans: ofMeans(
+          byName(variants, 'tRPC floor: first execution, again'),
+          byName(variants, 'tRPC floor: first execution'),
+        ),
+      },
     }
   } finally {
     await Promise.all(servers.map((server) => server.close()))
