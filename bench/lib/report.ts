@@ -70,7 +70,8 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
   }
   if (results.redis) {
     const { latency } = results.redis
-    const find = (name: string) => latency.find((variant) => variant.name === name)
+    const find = (name: string) => byName(latency, name)
+    const fixed = (ratio: number) => ratio.toFixed(2)
     // Each peer against ours on the same client library (Powertools is handed node-redis 5;
     // node-idempotency brings redis@4): the quotient then compares the libraries, not the
     // clients. Ours on node-redis 5 against node-idempotency is shown next to it.
@@ -79,13 +80,12 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
       const oursOnV4 = find(`idempotent-mutations (redis@4): ${path}`)
       const powertools = find(`@aws-lambda-powertools/idempotency (node-redis): ${path}`)
       const peer = find(`@node-idempotency/core (redis@4 (its adapter)): ${path}`)
-      if (!ours || !oursOnV4 || !powertools || !peer) continue
       const vsPowertools = pairedRatio(ours, powertools)
       const vsPeer = pairedRatio(oursOnV4, peer)
       targets.push({
         name: `Redis: ${path} ahead of both peers (time per operation, on each peer's client)`,
         target: 'less time than Powertools and @node-idempotency/core',
-        measured: `ours ÷ Powertools (node-redis 5) ${vsPowertools}×, ours ÷ node-idempotency (redis@4) ${vsPeer}× (ours on node-redis 5 ÷ node-idempotency ${pairedRatio(ours, peer)}×)`,
+        measured: `ours ÷ Powertools (node-redis 5) ${fixed(vsPowertools)}×, ours ÷ node-idempotency (redis@4) ${fixed(vsPeer)}× (ours on node-redis 5 ÷ node-idempotency ${fixed(pairedRatio(ours, peer))}×)`,
         met: vsPowertools < 1 && vsPeer < 1,
       })
     }

@@ -130,6 +130,15 @@ describe('schema options of useIdempotency', () => {
     expect(resolvers.sendEmail).toHaveBeenCalledTimes(1)
   })
 
+  it("lets a field marked required: false run without a key over the engine's required: true", async () => {
+    const { schema, pay } = codeFirstSchema({ required: false })
+    const { client, store } = await setup({ schema, engine: { required: true } })
+    const reply = await client.post({ query: 'mutation { pay(amount: 3) }' })
+    expect(reply.json).toEqual({ data: { pay: 3 } })
+    expect(pay).toHaveBeenCalledTimes(1)
+    expect(store.claim).not.toHaveBeenCalled()
+  })
+
   it("applies the engine's required option to unmarked mutations", async () => {
     const { client, resolvers } = await setup({ engine: { required: true } })
     const reply = await client.post({ query: 'mutation { createOrder(item: "a") { id } }' })

@@ -86,7 +86,8 @@ export const clientKinds = [
 export async function closeClient(client: Redis | NodeRedisClient): Promise<void> {
   if (client instanceof Redis) client.disconnect()
   else if ('destroy' in client) client.destroy()
-  else await client.disconnect()
+  // node-redis 4 refuses to disconnect a client that is closed already.
+  else if (client.isOpen) await client.disconnect()
 }
 
 /** Deletes the records a test file wrote under its own prefix, and nothing else. */

@@ -2,6 +2,7 @@ import { createIdempotency } from 'idempotent-mutations'
 import { createRedisStore, RedisNotReadyError } from 'idempotent-mutations/redis'
 import { Redis, type RedisOptions } from 'ioredis'
 import { createClient } from 'redis'
+import { createClient as createClientV4 } from 'redis4'
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { claimInput, closedPort } from './redis-fixtures'
 
@@ -39,6 +40,21 @@ function unreachableNodeRedis(disableOfflineQueue: boolean) {
   return client
 }
 
+function unreachableNodeRedis4(disableOfflineQueue: boolean, legacyMode = false) {
+  const client = createClientV4({
+    url: `redis://127.0.0.1:${port}`,
+    disableOfflineQueue,
+    legacyMode,
+    socket: { reconnectStrategy: () => anHour },
+  })
+  client.on('error', () => {})
+  client.connect().catch(() => {})
+  cleanup.push(() => {
+    client.disconnect().catch(() => {})
+  })
+  return client
+}
+
 describe('Redis store without a reachable Redis', () => {
   it('refuses an ioredis call at once, without sending it, while the client is not ready', async () => {
     // Default ioredis settings: on its own, this client would queue the call for an hour.
@@ -57,6 +73,27 @@ describe('Redis store without a reachable Redis', () => {
     const store = createRedisStore(client)
     await expect(store.claim(claimInput())).rejects.toMatchObject({ code: 'REDIS_NOT_READY' })
     expect(evalSha).not.toHaveBeenCalled()
+  })
+
+  it.each([
+    ['node-redis 4', false],
+    ['node-redis 4 in legacyMode', true],
+  ])(
+    'refuses a %s call at once, without sending it, while the client is not ready',
+    async (_, legacyMode) => {
+      const client = unreachableNodeRedis4(false, legacyMode)
+      const commands = (legacyMode ? client.v4 : client) as { evalSha: () => unknown }
+      const evalSha = vi.spyOn(commands, 'evalSha')
+      const store = createRedisStore(client)
+      await expect(store.claim(claimInput())).rejects.toMatchObject({ code: 'REDIS_NOT_READY' })
+      expect(evalSha).not.toHaveBeenCalled()
+    },
+  )
+
+  it('with requireReady off, fails fast through the recommended node-redis 4 settings', async () => {
+    const client = unreachableNodeRedis4(true)
+    const store = createRedisStore(client, { requireReady: false })
+    await expect(store.claim(claimInput())).rejects.toThrow('The client is offline')
   })
 
   it('with requireReady off, fails fast through the recommended ioredis settings', async () => {
@@ -106,6 +143,13 @@ describe('createRedisStore arguments', () => {
         expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
       )
     }
+  })
+
+  it("rejects node-redis 5's legacy() wrapper, whose callback commands would pass for ioredis", () => {
+    const client = createClient()
+    expect(() => createRedisStore(client.legacy() as never)).toThrow(
+      expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
+    )
   })
 
   it('rejects a prefix with braces, which would move the Redis Cluster hash tag', () => {

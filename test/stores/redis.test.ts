@@ -412,6 +412,26 @@ describe.skipIf(!redisUrl)(`[redis] Redis store across clients${noRedis}`, () =>
     }
   })
 
+  it('runs through a node-redis 4 client in legacyMode, on its promise commands (v4)', async () => {
+    const { createClient } = await import('redis4')
+    const legacy = createClient({ url: redisUrl ?? '', legacyMode: true })
+    legacy.on('error', () => {})
+    await legacy.connect()
+    try {
+      const store = createRedisStore(legacy, { prefix: `${prefix}legacy:` })
+      expect(store.library).toBe('node-redis')
+      const input = claimInput()
+      expect(await store.claim(input)).toMatchObject({ claimed: true })
+      expect(await store.complete({ ...input, response: 'done', ttlMs: 60_000 })).toBe(true)
+      expect(await store.get(input.scope, input.key)).toMatchObject({
+        status: 'completed',
+        response: 'done',
+      })
+    } finally {
+      await legacy.v4.quit()
+    }
+  })
+
   it('connects a lazyConnect ioredis client on its first call', async () => {
     const { Redis } = await import('ioredis')
     const lazy = new Redis(redisUrl ?? '', { lazyConnect: true })

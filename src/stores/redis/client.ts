@@ -69,6 +69,33 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
   }
   const candidate = client as Partial<IoRedisClientLike & NodeRedisClientLike>
 
+  // node-redis 4 in `legacyMode` has callback-style lowercase commands (`evalsha`, `eval`, which
+  // answer undefined) and its promise commands under `v4`: without this it would pass for ioredis
+  // and fail every call after sending it.
+  if ((client as { options?: { legacyMode?: unknown } }).options?.legacyMode === true) {
+    const modern = (client as { v4?: Partial<NodeRedisClientLike> }).v4
+    if (typeof modern?.evalSha !== 'function' || typeof modern.eval !== 'function') {
+      throw invalidArgument(
+        'createRedisStore got a node-redis client in legacyMode without its `v4` commands',
+        'ERR_INVALID_ARG_TYPE',
+      )
+    }
+    return nodeRedisRunner(
+      modern as NodeRedisClientLike,
+      client as NodeRedisClientLike,
+      requireReady,
+    )
+  }
+
+  // node-redis 5's `client.legacy()` wrapper: callback-style lowercase commands, like the above,
+  // and no promise API to fall back on.
+  if ((client as { constructor?: { name?: unknown } }).constructor?.name === 'RedisLegacyClient') {
+    throw invalidArgument(
+      'createRedisStore needs the node-redis client itself, not its legacy() wrapper',
+      'ERR_INVALID_ARG_TYPE',
+    )
+  }
+
   if (typeof candidate.evalsha === 'function' && typeof candidate.eval === 'function') {
     const io = client as IoRedisClientLike
     return {
@@ -86,24 +113,33 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
 
   if (typeof candidate.evalSha === 'function' && typeof candidate.eval === 'function') {
     const nodeRedis = client as NodeRedisClientLike
-    return {
-      library: 'node-redis',
-      run(script, key, args) {
-        if (requireReady && nodeRedis.isReady === false) {
-          return Promise.reject(new RedisNotReadyError('node-redis isReady is false'))
-        }
-        const options = { keys: [key], arguments: args }
-        return nodeRedis
-          .evalSha(script.sha1, options)
-          .catch((error: unknown) => orEval(error, () => nodeRedis.eval(script.source, options)))
-      },
-    }
+    return nodeRedisRunner(nodeRedis, nodeRedis, requireReady)
   }
 
   throw invalidArgument(
     'createRedisStore needs an ioredis client (with evalsha/eval) or a node-redis (v4 or v5) client (with evalSha/eval)',
     'ERR_INVALID_ARG_TYPE',
   )
+}
+
+/** Runs scripts through node-redis `commands`; `state` is the client whose `isReady` counts. */
+function nodeRedisRunner(
+  commands: NodeRedisClientLike,
+  state: NodeRedisClientLike,
+  requireReady: boolean,
+): ScriptRunner {
+  return {
+    library: 'node-redis',
+    run(script, key, args) {
+      if (requireReady && state.isReady === false) {
+        return Promise.reject(new RedisNotReadyError('node-redis isReady is false'))
+      }
+      const options = { keys: [key], arguments: args }
+      return commands
+        .evalSha(script.sha1, options)
+        .catch((error: unknown) => orEval(error, () => commands.eval(script.source, options)))
+    },
+  }
 }
 
 /**
