@@ -392,20 +392,26 @@ describe.skipIf(!redisUrl)(`[redis] Redis version check${noRedis}`, () => {
   })
 })
 
+/** Claims through one store, completes through another, reads through the first: all one record. */
+async function expectOneRecord(claimVia: RedisStore, completeVia: RedisStore) {
+  const input = claimInput()
+  expect(await claimVia.claim(input)).toMatchObject({ claimed: true })
+  expect(await completeVia.complete({ ...input, response: 'done', ttlMs: 60_000 })).toBe(true)
+  expect(await claimVia.get(input.scope, input.key)).toMatchObject({
+    status: 'completed',
+    response: 'done',
+  })
+}
+
 describe.skipIf(!redisUrl)(`[redis] Redis store across clients${noRedis}`, () => {
   it('lets an ioredis and a node-redis client share the same records', async () => {
     const io = await connectIoRedis()
     const nodeRedis = await connectNodeRedis()
     try {
-      const viaIo = createRedisStore(io, { prefix: `${prefix}shared:` })
-      const viaNodeRedis = createRedisStore(nodeRedis, { prefix: `${prefix}shared:` })
-      const input = claimInput()
-      expect(await viaIo.claim(input)).toMatchObject({ claimed: true })
-      expect(await viaNodeRedis.complete({ ...input, response: 'done', ttlMs: 60_000 })).toBe(true)
-      expect(await viaIo.get(input.scope, input.key)).toMatchObject({
-        status: 'completed',
-        response: 'done',
-      })
+      await expectOneRecord(
+        createRedisStore(io, { prefix: `${prefix}shared:` }),
+        createRedisStore(nodeRedis, { prefix: `${prefix}shared:` }),
+      )
     } finally {
       await closeClient(io)
       await closeClient(nodeRedis)
@@ -420,13 +426,7 @@ describe.skipIf(!redisUrl)(`[redis] Redis store across clients${noRedis}`, () =>
     try {
       const store = createRedisStore(legacy, { prefix: `${prefix}legacy:` })
       expect(store.library).toBe('node-redis')
-      const input = claimInput()
-      expect(await store.claim(input)).toMatchObject({ claimed: true })
-      expect(await store.complete({ ...input, response: 'done', ttlMs: 60_000 })).toBe(true)
-      expect(await store.get(input.scope, input.key)).toMatchObject({
-        status: 'completed',
-        response: 'done',
-      })
+      await expectOneRecord(store, store)
     } finally {
       await legacy.v4.quit()
     }
