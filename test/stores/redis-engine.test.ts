@@ -7,6 +7,7 @@ import {
   closeClient,
   connectIoRedis,
   connectNodeRedis,
+  connectNodeRedis4,
   deletePrefixed,
   type NodeRedisClient,
   noRedis,
@@ -20,10 +21,11 @@ let clients: (Redis | NodeRedisClient)[] = []
 
 beforeAll(async () => {
   if (!redisUrl) return
-  // Eight connections, half of each library, stand for eight app servers on one Redis.
+  // Eight connections, of all three client libraries, stand for eight app servers on one Redis.
   clients = await Promise.all([
-    ...Array.from({ length: 4 }, () => connectIoRedis()),
-    ...Array.from({ length: 4 }, () => connectNodeRedis()),
+    ...Array.from({ length: 3 }, () => connectIoRedis()),
+    ...Array.from({ length: 3 }, () => connectNodeRedis()),
+    ...Array.from({ length: 2 }, () => connectNodeRedis4()),
   ])
 })
 afterAll(async () => {

@@ -8,6 +8,7 @@ import {
   closeClient,
   connectIoRedis,
   connectNodeRedis,
+  connectNodeRedis4,
   deletePrefixed,
   type NodeRedisClient,
   noRedis,
@@ -24,11 +25,12 @@ let admin: Redis
 
 beforeAll(async () => {
   if (!redisUrl) return
-  // Eight connections, half of each library, stand for eight app servers: claims race inside
-  // Redis, not in one client's queue.
+  // Eight connections, of all three client libraries, stand for eight app servers: claims race
+  // inside Redis, not in one client's queue.
   clients = await Promise.all([
-    ...Array.from({ length: 4 }, () => connectIoRedis()),
-    ...Array.from({ length: 4 }, () => connectNodeRedis()),
+    ...Array.from({ length: 3 }, () => connectIoRedis()),
+    ...Array.from({ length: 3 }, () => connectNodeRedis()),
+    ...Array.from({ length: 2 }, () => connectNodeRedis4()),
   ])
   stores = clients.map((client) => createRedisStore(client, { prefix }))
   admin = clients[0] as Redis
