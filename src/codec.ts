@@ -142,12 +142,117 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * look-alike plain values.
  */
 export function fingerprint(payload: unknown): string {
-  const value = payload === undefined ? null : payload
-  let text = appendCanonicalJson('', value, 0)
-  if (text === unusual) {
-    text = canonicalJson(value, canonicalReplacer) ?? 'null'
+  return sha256(canonicalText(payload === undefined ? null : payload))
+}
+
+/** The text {@link fingerprint} hashes: canonical JSON, with Maps, Sets and BigInts tagged. */
+export function canonicalText(value: unknown): string {
+  const text = appendCanonicalJson('', value, 0)
+  if (text !== unusual) return text
+  try {
+    return canonicalJson(value, canonicalReplacer) ?? 'null'
+  } catch (error) {
+    // Nested deeper than the call stack reaches (JSON.parse, which does not recurse, accepts such
+    // input): the same text, written without recursion, for plain values.
+    if (error instanceof RangeError) {
+      const deep = canonicalTextWithoutRecursion(value)
+      if (deep !== undefined) return deep
+    }
+    throw error
   }
-  return sha256(text)
+}
+
+/** An array or object being written by {@link canonicalTextWithoutRecursion}. */
+interface OpenValue {
+  value: object
+  /** Array items, or an object's members as [name as written, value], in order. */
+  items: unknown[] | [string, unknown][]
+  next: number
+  isArray: boolean
+}
+
+/**
+ * The canonical text of a plain value (plain objects and arrays of strings, numbers, booleans,
+ * null and undefined), with an explicit stack instead of recursion: the text the general path
+ * writes for it (sorted keys, `$` keys escaped as canonicalReplacer escapes them, undefined
+ * members left out and undefined items written as null, non-finite numbers as null).
+ * Undefined for anything else, and for a cycle, which the caller then reports as it was.
+ * Exported for its test.
+ */
+export function canonicalTextWithoutRecursion(root: unknown): string | undefined {
+  let out = ''
+  const stack: OpenValue[] = []
+  const onPath = new Set<object>()
+  // Writes a scalar, or opens an array or object; false for what only the general path knows.
+  const write = (value: unknown): boolean => {
+    switch (typeof value) {
+      case 'string':
+        out += jsonString(value)
+        return true
+      case 'number':
+        out += Number.isFinite(value) ? String(value) : 'null'
+        return true
+      case 'boolean':
+        out += value ? 'true' : 'false'
+        return true
+      case 'undefined':
+        out += 'null'
+        return true
+      case 'object': {
+        if (value === null) {
+          out += 'null'
+          return true
+        }
+        if (onPath.has(value) || typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+          return false
+        }
+        if (Array.isArray(value)) {
+          if (Object.getPrototypeOf(value) !== Array.prototype) return false
+          out += '['
+          stack.push({ value, items: value, next: 0, isArray: true })
+        } else {
+          const prototype = Object.getPrototypeOf(value)
+          if (prototype !== Object.prototype && prototype !== null) return false
+          const record = value as Record<string, unknown>
+          const names = Object.keys(record)
+          const escaped = names.some((name) => name.charCodeAt(0) === 36 /* $ */)
+          const members: [string, unknown][] = []
+          for (const name of names) {
+            const item = record[name]
+            if (item === undefined) continue
+            if (typeof item === 'function' || typeof item === 'symbol') return false
+            members.push([escaped && name.charCodeAt(0) === 36 ? `$${name}` : name, item])
+          }
+          members.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+          out += '{'
+          stack.push({ value, items: members, next: 0, isArray: false })
+        }
+        onPath.add(value)
+        return true
+      }
+      default:
+        return false
+    }
+  }
+  if (!write(root)) return undefined
+  for (let open = stack.at(-1); open !== undefined; open = stack.at(-1)) {
+    if (open.next === open.items.length) {
+      out += open.isArray ? ']' : '}'
+      onPath.delete(open.value)
+      stack.pop()
+      continue
+    }
+    if (open.next > 0) out += ','
+    const item = open.items[open.next++]
+    if (open.isArray) {
+      if (!write(item)) return undefined
+    } else {
+      const [name, member] = item as [string, unknown]
+      out += `${jsonString(name)}:`
+      if (!write(member)) return undefined
+    }
+  }
+  return out
 }
 
 // One-shot hashing (Node 20.12+) skips building a Hash object: about 1 µs per fingerprint.
