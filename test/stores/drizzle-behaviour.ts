@@ -125,6 +125,18 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
       })
       expect(replayed).toBe(1)
       expect(await version()).toEqual(completed)
+
+      // A lease that ran out, claimed with another payload: 422 from the first statement, which
+      // reads the fingerprint, not a second one under the row lock.
+      const lapsed = claimInput({ key: 'lapsed', lockTimeoutMs: 0 })
+      expect((await store.claim(lapsed)).claimed).toBe(true)
+      const reused = await counter.count(async () => {
+        expect(await store.claim({ ...lapsed, leaseToken: 'u', fingerprint: 'g' })).toMatchObject({
+          claimed: false,
+          record: { fingerprint: 'f', leaseToken: 't' },
+        })
+      })
+      expect(reused).toBe(1)
     })
 
     it('sweep deletes expired records with one statement per batch', async () => {

@@ -171,10 +171,27 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
       db: () => db,
     })
 
-    it('runs its statements as named prepared statements, parsed once per connection [postgres]', async () => {
+    /** Runs `fn` on a node-postgres connection of its own (prepared statements live per connection). */
+    async function withConnection(fn: (connection: pg.Client) => Promise<void>) {
       const connection = new pg.Client({ connectionString: url })
       await connection.connect()
       try {
+        await fn(connection)
+      } finally {
+        await connection.end()
+      }
+    }
+
+    /** The connection's prepared statements, by name without the per-table tag. */
+    async function preparedStatements(connection: pg.Client) {
+      const { rows } = await connection.query<{ name: string }>(
+        'select name from pg_prepared_statements order by name',
+      )
+      return rows.map((row) => row.name.replace(/_[0-9a-f]{12}$/, ''))
+    }
+
+    it('runs its statements as named prepared statements, parsed once per connection [postgres]', () =>
+      withConnection(async (connection) => {
         const logged: string[] = []
         const store = await tables.createStore(
           drizzleNodePg({
@@ -190,11 +207,7 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         const stale = claimInput({ key: 'stale', lockTimeoutMs: 0 })
         await store.claim(stale)
         expect(await store.claim({ ...stale, leaseToken: 'u' })).toMatchObject({ takeover: true })
-        const { rows } = await connection.query<{ name: string }>(
-          'select name from pg_prepared_statements order by name',
-        )
-        const names = rows.map((row) => row.name.replace(/_[0-9a-f]{12}$/, ''))
-        expect(names).toEqual([
+        expect(await preparedStatements(connection)).toEqual([
           'idempotent_mutations_claim',
           'idempotent_mutations_complete',
           'idempotent_mutations_insert_or_read',
@@ -205,15 +218,10 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         expect(new Set([logged[0], logged[1], logged[3], logged[4]]).size).toBe(1)
         expect(logged[2]).toMatch(/^update /)
         expect(logged[5]).toMatch(/^with "done" as/)
-      } finally {
-        await connection.end()
-      }
-    })
+      }))
 
-    it('transactional mode prepares its claim and completion on the transaction connection [postgres]', async () => {
-      const connection = new pg.Client({ connectionString: url })
-      await connection.connect()
-      try {
+    it('transactional mode prepares its claim and completion on the transaction connection [postgres]', () =>
+      withConnection(async (connection) => {
         const store = await tables.createStore(drizzleNodePg({ client: connection }))
         const idempotency = createIdempotency({ store, replayCache: false })
         const request = { key: 'k', operation: 'o', payload: {}, transactional: true } as const
@@ -225,23 +233,15 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
           value: 1,
           replayed: true,
         })
-        const { rows } = await connection.query<{ name: string }>(
-          'select name from pg_prepared_statements order by name',
-        )
         // The completion is the store's own statement.
-        expect(rows.map((row) => row.name.replace(/_[0-9a-f]{12}$/, ''))).toEqual([
+        expect(await preparedStatements(connection)).toEqual([
           'idempotent_mutations_complete',
           'idempotent_mutations_tx_claim',
         ])
-      } finally {
-        await connection.end()
-      }
-    })
+      }))
 
-    it('two stores over two tables on one connection keep their statements apart [postgres]', async () => {
-      const connection = new pg.Client({ connectionString: url })
-      await connection.connect()
-      try {
+    it('two stores over two tables on one connection keep their statements apart [postgres]', () =>
+      withConnection(async (connection) => {
         const db = drizzleNodePg({ client: connection })
         const first = await tables.createStore(db)
         const second = await tables.createStore(db)
@@ -250,9 +250,6 @@ describe.skipIf(!databaseUrl)(`drizzle store on PostgreSQL [postgres]${skipped}`
         expect((await second.claim(claim)).claimed).toBe(true)
         expect((await first.get('s', 'k'))?.leaseToken).toBe('t')
         expect((await second.get('s', 'k'))?.leaseToken).toBe('t')
-      } finally {
-        await connection.end()
-      }
-    })
+      }))
   })
 })

@@ -128,6 +128,61 @@ describe.skipIf(!databaseUrl)(
       expect(await pg.recordOf(operation, key)).toMatchObject({ status: 'completed' })
     })
 
+    it('a claim that waited on a commit and finds the key free on its second read claims it there; the handler runs under the caller lock_timeout', async () => {
+      // reject mode with a long bound: a second read that met the committed claim would be a 409.
+      const idempotency = pg.engine({ rejectAfter: '20s' })
+      const key = pg.newKey('freed')
+      const lockTimeout = sql`select current_setting('lock_timeout') as lock_timeout`
+      const [outside] = await pg.db.execute<{ lock_timeout: string }>(lockTimeout)
+      const table = sql`${sql.identifier(pg.schema)}."keys"`
+      const release = sql`${sql.identifier(pg.schema)}.release_between_reads`
+      // The other claim is released after it commits and before the waiting claim reads again,
+      // a window of one round trip: a statement trigger deletes it at the start of that read.
+      // It also fires before the first read, which cannot see the uncommitted claim yet.
+      await pg.db.execute(sql`create function ${release}() returns trigger language plpgsql as $$
+        begin
+          delete from ${table} where lease_token = 'released-between-reads';
+          return null;
+        end $$`)
+      await pg.db.execute(sql`create trigger release_between_reads before insert on ${table}
+        for each statement execute function ${release}()`)
+      const inserted = deferred()
+      const commit = deferred()
+      try {
+        // Another executor's claim, uncommitted, under a valid lease: the claim waits for it,
+        // and its statement's snapshot, older than the commit, reads no row.
+        const other = pg.db.transaction(async (tx) => {
+          await tx.execute(
+            sql`insert into ${table}
+              (scope, key, fingerprint, status, response, lease_token, locked_until, expires_at)
+              values (${scope}, ${key}, 'f', 'in_progress', null, 'released-between-reads',
+                now() + interval '1 minute', now() + interval '1 minute')`,
+          )
+          inserted.resolve()
+          await commit.promise
+        })
+        await inserted.promise
+        const running = idempotency.execute(
+          { key, operation, payload: {}, transactional: true },
+          async ({ tx }) => {
+            const [inside] = await (tx as unknown as typeof pg.db).execute<{
+              lock_timeout: string
+            }>(lockTimeout)
+            return inside?.lock_timeout
+          },
+        )
+        await waitForLockWaiter(pg.db, `"${pg.schema}"."keys"`)
+        commit.resolve()
+        await other
+        // Claimed by the second read, which must put lock_timeout back by its own statement.
+        expect(await running).toEqual({ value: outside?.lock_timeout, replayed: false })
+        expect(await pg.recordOf(operation, key)).toMatchObject({ status: 'completed' })
+      } finally {
+        await pg.db.execute(sql`drop trigger release_between_reads on ${table}`)
+        await pg.db.execute(sql`drop function ${release}()`)
+      }
+    })
+
     it('an expired completed record counts as absent: the operation runs again', async () => {
       const idempotency = pg.engine({ ttl: 50 })
       const key = pg.newKey('expired')

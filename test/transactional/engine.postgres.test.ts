@@ -249,6 +249,16 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
         'update',
         'commit',
       ])
+
+      // The claim and the completion went to the transaction's connection as prepared
+      // statements (the direct path); drizzle's own path would have sent them unnamed.
+      const prepared = (await client`select statement from pg_prepared_statements`).map(
+        (row) => row.statement as string,
+      )
+      expect(
+        prepared.filter((text) => /set_config\('lock_timeout'.*insert into/s.test(text)),
+      ).toHaveLength(1)
+      expect(prepared.some((text) => /^update .*'completed'/s.test(text))).toBe(true)
     } finally {
       await client.end()
     }

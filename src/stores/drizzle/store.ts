@@ -405,7 +405,9 @@ export function createDrizzleStore<TDatabase extends DrizzlePgDatabase>(
  * statement's snapshot cannot change under it (claim, complete, release and sweep all leave such a record
  * alone), so the INSERT is skipped (`done`) and the snapshot's row is returned as it is.
  * Without this, ON CONFLICT DO UPDATE (and FOR SHARE) would lock the row even when nothing is
- * updated: a row lock is a WAL write, so every replay would wait for a durable commit.
+ * updated: a row lock is a WAL write, which would make a claim that meets a record completed
+ * between the two phases wait for a durable commit. (Replays themselves never come here: the
+ * first phase answers them.)
  *
  * READ COMMITTED corners, when another claim commits while this statement runs:
  * - it changed the row after this statement's snapshot (took it over, completed it): a plain
@@ -449,11 +451,11 @@ export function lockedClaimQuery(
       ) as takeover`)
   // The claim returns only what the engine does not already know: the caller's scope and key
   // are the row's, and a claimed row also carries the caller's fingerprint and lease token,
-  // status in_progress and no response, so it returns just its times. Fewer columns is less
-  // for the driver to parse and drizzle to map on every replay.
+  // status in_progress and no response, so it returns just its times.
   // `state`: 0 the standing record refused the claim, 1 claimed, 2 claimed by takeover.
   // The three branches exclude each other, so at most one row comes back; `limit 1` stops the
-  // scan there, and a replay (the second branch) never reads the table a second time.
+  // scan there, and a record completed since the first phase (the second branch) is not read
+  // a second time.
   // Never from a cache in front of drizzle: this select has an INSERT in it.
   return uncached(
     db

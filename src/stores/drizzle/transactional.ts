@@ -90,9 +90,13 @@ function boundedInsertOrRead(
         previous: sql<string>`swap.previous`,
         restored: sql`case when r.state = 1 then set_config('lock_timeout', swap.previous, true) end`,
       })
-      .from(sql`swap left join lateral (${insertedOrStanding(table, values)}) as r on true`),
+      .from(sql`swap left join lateral (${insertedOrStanding(table, boundedAgain)}) as r on true`),
   )
 }
+
+// The scope and key, after their first use as parameters $2 and $3 (`lockWait` is $1; checked
+// where the statement is built), referred to by number rather than sent twice.
+const boundedAgain = { scope: sql.raw('$2'), key: sql.raw('$3') }
 
 const setLockTimeoutText = "select set_config('lock_timeout', $1, true)"
 
@@ -140,6 +144,12 @@ export function transactionStatements(
   const boundedClaim: Statement = {
     name: name('tx_claim'),
     ...boundedInsertOrRead(db, table, p).toSQL(),
+  }
+  const [, scope, key] = boundedClaim.params
+  if (scope !== p.scope || key !== p.key) {
+    throw new Error(
+      'idempotent-mutations: the transactional claim does not send the scope and key as the parameters it refers to as $2 and $3',
+    )
   }
   if (pglite) {
     boundedClaim.pglite = pgliteClaimFunction(
