@@ -165,10 +165,13 @@ export function canonicalText(value: unknown): string {
 /** An array or object being written by {@link canonicalTextWithoutRecursion}. */
 interface OpenValue {
   value: object
-  /** Array items, or an object's members as [name as written, value], in order. */
-  items: unknown[] | [string, unknown][]
+  /** An object's member names, sorted; undefined for an array. */
+  names: string[] | undefined
+  /** The object has `$` names, which are written with one more `$`. */
+  escaped: boolean
   next: number
-  isArray: boolean
+  /** Whether a member or item has been written (the next one follows a comma). */
+  written: boolean
 }
 
 /**
@@ -209,23 +212,15 @@ export function canonicalTextWithoutRecursion(root: unknown): string | undefined
         if (Array.isArray(value)) {
           if (Object.getPrototypeOf(value) !== Array.prototype) return false
           out += '['
-          stack.push({ value, items: value, next: 0, isArray: true })
+          stack.push({ value, names: undefined, escaped: false, next: 0, written: false })
         } else {
-          const prototype = Object.getPrototypeOf(value)
-          if (prototype !== Object.prototype && prototype !== null) return false
-          const record = value as Record<string, unknown>
-          const names = Object.keys(record)
+          if (!isPlainObject(value)) return false
+          // Sorted before the `$` escape, which keeps their order: a `$` key stays after the
+          // keys below `$` and before the keys above it.
+          const names = sortKeys(Object.keys(value))
           const escaped = names.some((name) => name.charCodeAt(0) === 36 /* $ */)
-          const members: [string, unknown][] = []
-          for (const name of names) {
-            const item = record[name]
-            if (item === undefined) continue
-            if (typeof item === 'function' || typeof item === 'symbol') return false
-            members.push([escaped && name.charCodeAt(0) === 36 ? `$${name}` : name, item])
-          }
-          members.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
           out += '{'
-          stack.push({ value, items: members, next: 0, isArray: false })
+          stack.push({ value, names, escaped, next: 0, written: false })
         }
         onPath.add(value)
         return true
@@ -236,21 +231,39 @@ export function canonicalTextWithoutRecursion(root: unknown): string | undefined
   }
   if (!write(root)) return undefined
   for (let open = stack.at(-1); open !== undefined; open = stack.at(-1)) {
-    if (open.next === open.items.length) {
-      out += open.isArray ? ']' : '}'
-      onPath.delete(open.value)
-      stack.pop()
-      continue
-    }
-    if (open.next > 0) out += ','
-    const item = open.items[open.next++]
-    if (open.isArray) {
-      if (!write(item)) return undefined
+    const { names } = open
+    if (names === undefined) {
+      const items = open.value as unknown[]
+      if (open.next === items.length) {
+        out += ']'
+      } else {
+        if (open.next > 0) out += ','
+        if (!write(items[open.next++])) return undefined
+        continue
+      }
     } else {
-      const [name, member] = item as [string, unknown]
-      out += `${jsonString(name)}:`
-      if (!write(member)) return undefined
+      const record = open.value as Record<string, unknown>
+      let name: string | undefined
+      let item: unknown
+      // The next member that JSON writes: undefined ones are left out.
+      while (open.next < names.length) {
+        name = names[open.next++]!
+        item = record[name]
+        if (item !== undefined) break
+        name = undefined
+      }
+      if (name !== undefined) {
+        if (typeof item === 'function' || typeof item === 'symbol') return undefined
+        const written = open.escaped && name.charCodeAt(0) === 36 ? `$${name}` : name
+        out += `${open.written ? ',' : ''}${jsonString(written)}:`
+        open.written = true
+        if (!write(item)) return undefined
+        continue
+      }
+      out += '}'
     }
+    onPath.delete(open.value)
+    stack.pop()
   }
   return out
 }

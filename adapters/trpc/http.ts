@@ -19,14 +19,16 @@ function asHttpContext(ctx: unknown): HttpContext | undefined {
 /**
  * The request object of this call, shared by every call of one HTTP batch; undefined when
  * there is none, or when its URL shows it is not a batch (tRPC batches only with `batch=1` in
- * the query), so that a lone call skips the batch bookkeeping. Any `batch=` counts (`batch=%31`
- * is a batch to tRPC too); a URL that only looks like one costs the bookkeeping, nothing more.
+ * the query), so that a lone call skips the batch bookkeeping. tRPC decodes the query's names
+ * and values (`batch=%31`, `%62atch=1`), so any `batch=` counts, and so does any URL with a
+ * percent-escape; a URL that only looks like a batch costs the bookkeeping, nothing more.
  */
 export function batchRequestOf(ctx: unknown): object | undefined {
   const req = asHttpContext(ctx)?.req
   if (req === null || typeof req !== 'object') return undefined
   const { url } = req as { url?: unknown }
-  return typeof url === 'string' && !url.includes('batch=') ? undefined : req
+  const lone = typeof url === 'string' && !url.includes('batch=') && !url.includes('%')
+  return lone ? undefined : req
 }
 
 /** The `Idempotency-Key` header of the request behind `ctx`, validated, if there is one. */

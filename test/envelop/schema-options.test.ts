@@ -1,14 +1,20 @@
+import { envelop, useEngine, useSchema } from '@envelop/core'
 import {
+  execute,
   GraphQLInt,
   GraphQLNonNull,
   GraphQLObjectType,
   GraphQLSchema,
   GraphQLString,
   parse,
+  specifiedRules,
+  subscribe,
+  validate,
 } from 'graphql'
 import { createSchema } from 'graphql-yoga'
 import { describe, expect, it, vi } from 'vitest'
 import { idempotentDirectiveTypeDefs, useIdempotency } from '../../adapters/envelop'
+import { createIdempotency, createMemoryStore } from '../../src'
 import { createClock, createFixture, fetchClient } from './fixtures'
 
 async function setup(options?: Parameters<typeof createFixture>[0]) {
@@ -137,6 +143,24 @@ describe('schema options of useIdempotency', () => {
     expect(reply.json).toEqual({ data: { pay: 3 } })
     expect(pay).toHaveBeenCalledTimes(1)
     expect(store.claim).not.toHaveBeenCalled()
+    // Decided without the engine: plain Envelop's execute answers at once, with no promise.
+    const getEnveloped = envelop({
+      plugins: [
+        useEngine({ parse, validate, execute, subscribe, specifiedRules }),
+        useSchema(schema),
+        useIdempotency({
+          idempotency: createIdempotency({ store: createMemoryStore(), required: true }),
+        }),
+      ],
+    })
+    const enveloped = getEnveloped({})
+    const result = enveloped.execute({
+      schema: enveloped.schema,
+      document: enveloped.parse('mutation { pay(amount: 4) }'),
+      contextValue: {},
+    })
+    expect(result).not.toBeInstanceOf(Promise)
+    expect(result).toMatchObject({ data: { pay: 4 } })
   })
 
   it("applies the engine's required option to unmarked mutations", async () => {

@@ -145,11 +145,16 @@ describe('createRedisStore arguments', () => {
     }
   })
 
-  it("rejects node-redis 5's legacy() wrapper, whose callback commands would pass for ioredis", () => {
-    const client = createClient()
-    expect(() => createRedisStore(client.legacy() as never)).toThrow(
-      expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
-    )
+  it("rejects node-redis 5's legacy() wrapper, whose callback commands would pass for node-redis, by its shape", () => {
+    const legacy = createClient().legacy()
+    // A bundler that renames classes must not let it through.
+    const renamed = Object.setPrototypeOf({ ...legacy }, Object.getPrototypeOf(legacy))
+    Object.defineProperty(renamed, 'constructor', { value: class Minified {} })
+    for (const wrapper of [legacy, renamed]) {
+      expect(() => createRedisStore(wrapper as never)).toThrow(
+        expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
+      )
+    }
   })
 
   it('rejects a prefix with braces, which would move the Redis Cluster hash tag', () => {

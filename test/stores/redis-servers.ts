@@ -75,13 +75,28 @@ async function stopAll(servers: ChildProcess[], dir: string) {
   rmSync(dir, { recursive: true, force: true })
 }
 
-async function connected(port: number): Promise<Redis> {
+/**
+ * A client of `server`, once it answers on `port`. The port was free when it was picked, but
+ * another process could have taken it since: the answering server must be this child process,
+ * or a test meant for a server of its own would run on someone else's.
+ */
+async function connected(server: ChildProcess, port: number): Promise<Redis> {
   const node = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 1 })
   node.on('error', () => {})
-  await until('a server answering PING', async () => {
-    if (node.status !== 'ready') await node.connect()
-    return (await node.ping()) === 'PONG'
-  })
+  try {
+    await until('a server answering PING', async () => {
+      if (server.exitCode !== null) return false // it could not bind the port: times out below
+      if (node.status !== 'ready') await node.connect()
+      return (await node.ping()) === 'PONG'
+    })
+    const pid = /process_id:(\d+)/.exec(await node.info('server'))?.[1]
+    if (Number(pid) !== server.pid) {
+      throw new Error(`port ${port} is answered by another Redis (pid ${pid}), not the one started`)
+    }
+  } catch (error) {
+    node.disconnect()
+    throw error
+  }
   return node
 }
 
@@ -101,7 +116,7 @@ export async function startRedisServer(): Promise<LocalRedisServer> {
   const port = await closedPort(0)
   const server = spawnRedis(port, dir)
   try {
-    const admin = await connected(port)
+    const admin = await connected(server, port)
     return {
       url: `redis://127.0.0.1:${port}`,
       admin,
@@ -138,7 +153,7 @@ export async function startRedisCluster(size = 3): Promise<LocalRedisCluster> {
     await stopAll(servers, dir)
   }
   try {
-    for (const port of ports) nodes.push(await connected(port))
+    for (const [i, port] of ports.entries()) nodes.push(await connected(servers[i]!, port))
     execFileSync(
       'redis-cli',
       [

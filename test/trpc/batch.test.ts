@@ -42,20 +42,26 @@ describe.each(['fetch', 'standalone'] as const)('httpBatchLink to the %s server'
     expect(server.responses[0]).toMatchObject({ status: 200, replay: 'true' })
   })
 
-  it('knows a batch by any batch= in its URL: with batch=%31 the second call of one key still replays', async () => {
-    await start()
-    // tRPC reads the query with URLSearchParams, so `batch=%31` is a batch to it as well.
-    const input = { json: { name: 'pen' } }
-    const response = await server.fetch(`${server.url}/order.create,order.create?batch=%31`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': 'b-encoded' },
-      body: JSON.stringify({ 0: input, 1: input }),
-    })
-    const [first, second] = (await response.json()) as Array<{ result: unknown }>
-    expect(response.status).toBe(200)
-    expect(second).toEqual(first)
-    expect(app.spies.create).toHaveBeenCalledTimes(1)
-  })
+  it.each([
+    ['a percent-escaped value', 'batch=%31', 'b-encoded-value'],
+    ['a percent-escaped name', '%62atch=1', 'b-encoded-name'],
+  ])(
+    'knows a batch whose query has %s: the second call of one key still replays',
+    async (_, query, key) => {
+      await start()
+      // tRPC reads the query with URLSearchParams, which decodes names and values alike.
+      const input = { json: { name: 'pen' } }
+      const response = await server.fetch(`${server.url}/order.create,order.create?${query}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ 0: input, 1: input }),
+      })
+      const [first, second] = (await response.json()) as Array<{ result: unknown }>
+      expect(response.status).toBe(200)
+      expect(second).toEqual(first)
+      expect(app.spies.create).toHaveBeenCalledTimes(1)
+    },
+  )
 
   it('answers the second call with 422 KEY_REUSED when its input differs, and runs only the first', async () => {
     const order = await start()

@@ -36,6 +36,18 @@ export function placeholderNames(statement: { params: unknown[] }): string[] {
   })
 }
 
+// Transactional mode makes a direct statement per transaction from the same few statements:
+// their placeholder names are read once.
+const placeholderNamesOf = new WeakMap<object, string[]>()
+function namesOf(statement: { params: unknown[] }): string[] {
+  let names = placeholderNamesOf.get(statement)
+  if (names === undefined) {
+    names = placeholderNames(statement)
+    placeholderNamesOf.set(statement, names)
+  }
+  return names
+}
+
 /** What the store uses of a postgres.js client (`postgres(url)`). */
 interface PostgresJsClient {
   unsafe(
@@ -85,7 +97,7 @@ export function directStatementsFor(
   if (!send) return undefined
   const run = send
   return (name, statement) => {
-    const names = placeholderNames(statement)
+    const names = namesOf(statement)
     return {
       run(values) {
         const params = names.map((placeholder) => values[placeholder])

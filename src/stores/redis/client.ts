@@ -87,9 +87,11 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
     )
   }
 
-  // node-redis 5's `client.legacy()` wrapper: callback-style lowercase commands, like the above,
-  // and no promise API to fall back on.
-  if ((client as { constructor?: { name?: unknown } }).constructor?.name === 'RedisLegacyClient') {
+  // node-redis 5's `client.legacy()` wrapper: callback-style commands (its `evalSha` answers
+  // undefined) and no promise API to fall back on; it would pass for node-redis and fail every
+  // call after sending it. Told apart by its shape, which survives minification: commands and
+  // `sendCommand`, but none of a client's connection state (`isOpen`, `isReady`, `status`).
+  if (isNodeRedisLegacyWrapper(client)) {
     throw invalidArgument(
       'createRedisStore needs the node-redis client itself, not its legacy() wrapper',
       'ERR_INVALID_ARG_TYPE',
@@ -119,6 +121,17 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
   throw invalidArgument(
     'createRedisStore needs an ioredis client (with evalsha/eval) or a node-redis (v4 or v5) client (with evalSha/eval)',
     'ERR_INVALID_ARG_TYPE',
+  )
+}
+
+function isNodeRedisLegacyWrapper(client: object): boolean {
+  const candidate = client as Record<string, unknown>
+  return (
+    typeof candidate.sendCommand === 'function' &&
+    typeof candidate.evalSha === 'function' &&
+    !('isOpen' in candidate) &&
+    !('isReady' in candidate) &&
+    !('status' in candidate)
   )
 }
 
