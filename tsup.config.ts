@@ -8,6 +8,8 @@ export default defineConfig({
     'adapters/trpc/index': 'adapters/trpc/index.ts',
     'adapters/envelop/index': 'adapters/envelop/index.ts',
     'adapters/client/index': 'adapters/client/index.ts',
+    'adapters/client/fetch': 'adapters/client/fetch.ts',
+    'adapters/client/trpc': 'adapters/client/trpc.ts',
   },
   format: ['esm'],
   target: 'node20',

@@ -11,6 +11,8 @@ const packageSubpaths = {
   'idempotent-mutations/trpc': './adapters/trpc/index.ts',
   'idempotent-mutations/envelop': './adapters/envelop/index.ts',
   'idempotent-mutations/client': './adapters/client/index.ts',
+  'idempotent-mutations/client/fetch': './adapters/client/fetch.ts',
+  'idempotent-mutations/client/trpc': './adapters/client/trpc.ts',
 }
 
 export default defineConfig({

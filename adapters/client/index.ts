@@ -2,28 +2,8 @@
  * The client half: name each mutation with an `Idempotency-Key`, keep the key for every
  * attempt, and retry only where a retry is safe. For tRPC, `idempotencyLink` (with
  * `idempotencyHeaders` on the mutations' `httpLink`); for any GraphQL client, `idempotentFetch`.
- * Both share one retry policy (`defaultRetryOn`, backoff, `maxAttempts`).
+ * Both share one retry policy (`defaultRetryOn`, backoff, `maxAttempts`). Each half also has a
+ * subpath of its own (`./client/trpc`, `./client/fetch`) that loads only its own peers' types.
  */
-export {
-  type FetchFunction,
-  type IdempotentFetchOptions,
-  idempotentFetch,
-} from './graphql'
-export {
-  abortableSleep,
-  type BackoffOptions,
-  defaultClientLogger,
-  defaultGenerateKey,
-  defaultRetryOn,
-  parseRetryAfter,
-  type RetryEvent,
-  type RetryFailure,
-  type RetryOptions,
-} from './retry'
-export {
-  type IdempotencyLinkOptions,
-  idempotencyHeaders,
-  idempotencyKeyContextField,
-  idempotencyLink,
-  withIdempotencyHeaders,
-} from './trpc'
+export * from './fetch'
+export * from './trpc'

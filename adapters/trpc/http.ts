@@ -3,13 +3,23 @@ import { readKeyHeader } from '../../src'
 /**
  * The parts of a tRPC context this adapter looks at, as the HTTP adapters hand them to
  * `createContext`: the fetch adapter gives `req` (a `Request`) and `resHeaders` (`Headers`); the
- * Node adapters (standalone, Express, Next pages) give `req` (an `IncomingMessage`) and `res`.
- * `createCaller` has none of them, and that is fine: the header is then simply absent.
+ * Node adapters (standalone, Express, Next pages) give `req` (an `IncomingMessage`) and `res` (a
+ * `ServerResponse`, with `setHeader()`); the Fastify adapter gives its `FastifyRequest` and
+ * `FastifyReply`, which has `header()` instead. `createCaller` has none of them, and that is
+ * fine: the header is then simply absent.
  */
 interface HttpContext {
   req?: { headers?: unknown; url?: unknown }
   resHeaders?: { set(name: string, value: string): void }
-  res?: { setHeader(name: string, value: string): unknown; headersSent?: boolean }
+  res?: {
+    /** Node's `ServerResponse`. */
+    setHeader?(name: string, value: string): unknown
+    headersSent?: boolean
+    /** Fastify's `FastifyReply`: `header()`, `sent`, and the `ServerResponse` as `raw`. */
+    header?(name: string, value: string): unknown
+    sent?: boolean
+    raw?: { headersSent?: boolean }
+  }
 }
 
 function asHttpContext(ctx: unknown): HttpContext | undefined {
@@ -45,5 +55,10 @@ export function setResponseHeader(ctx: unknown, name: string, value: string): vo
   const http = asHttpContext(ctx)
   if (typeof http?.resHeaders?.set === 'function') http.resHeaders.set(name, value)
   const res = http?.res
-  if (typeof res?.setHeader === 'function' && !res.headersSent) res.setHeader(name, value)
+  if (res === undefined || res === null) return
+  if (typeof res.setHeader === 'function') {
+    if (!res.headersSent) res.setHeader(name, value)
+  } else if (typeof res.header === 'function' && !res.sent && !res.raw?.headersSent) {
+    res.header(name, value)
+  }
 }

@@ -4,12 +4,14 @@ import { createRedisStore } from 'idempotent-mutations/redis'
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
+  type AnyRedisClient,
   closeClient,
   connectIoRedis,
+  connectIoRedis6,
   connectNodeRedis,
   connectNodeRedis4,
+  connectNodeRedis6,
   deletePrefixed,
-  type NodeRedisClient,
   noRedis,
   redisUrl,
   uniquePrefix,
@@ -17,15 +19,17 @@ import {
 
 const prefix = uniquePrefix('redis-engine')
 const callers = 100
-let clients: (Redis | NodeRedisClient)[] = []
+let clients: AnyRedisClient[] = []
 
 beforeAll(async () => {
   if (!redisUrl) return
-  // Eight connections, of all three client libraries, stand for eight app servers on one Redis.
+  // Eight connections, of every supported client major (ioredis 5 and 6, node-redis 4, 5 and 6), stand for eight app servers on one Redis.
   clients = await Promise.all([
-    ...Array.from({ length: 3 }, () => connectIoRedis()),
-    ...Array.from({ length: 3 }, () => connectNodeRedis()),
-    ...Array.from({ length: 2 }, () => connectNodeRedis4()),
+    ...Array.from({ length: 2 }, () => connectIoRedis()),
+    connectIoRedis6(),
+    ...Array.from({ length: 2 }, () => connectNodeRedis()),
+    connectNodeRedis4(),
+    ...Array.from({ length: 2 }, () => connectNodeRedis6()),
   ])
 })
 afterAll(async () => {

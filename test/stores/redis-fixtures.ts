@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
+import { Redis as RedisV6 } from 'ioredis6'
 import { createClient } from 'redis'
 import { createClient as createClientV4 } from 'redis4'
+import { createClient as createClientV6 } from 'redis6'
 import type { ClaimInput } from '../../src/store'
 import { redisUrl } from '../support/env'
 
@@ -19,14 +21,27 @@ export function uniquePrefix(file: string): string {
   return `idem-test:${file}:${randomUUID().slice(0, 8)}:`
 }
 
-/** An ioredis client with the settings the README (Redis store) recommends, connected. */
+/** The settings the README (Redis store) recommends for ioredis. */
+const ioredisOptions = {
+  lazyConnect: true,
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  commandTimeout: 2_000,
+} as const
+
+/** An ioredis 5 client with the settings the README (Redis store) recommends, connected. */
 export async function connectIoRedis(url = redisUrl): Promise<Redis> {
-  const client = new Redis(url ?? '', {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 2_000,
-  })
+  const client = new Redis(url ?? '', ioredisOptions)
+  await client.connect()
+  return client
+}
+
+/**
+ * An ioredis 6 client (the `ioredis6` dev dependency is `ioredis@6` under another name), with
+ * the same settings, connected.
+ */
+export async function connectIoRedis6(url = redisUrl): Promise<RedisV6> {
+  const client = new RedisV6(url ?? '', ioredisOptions)
   await client.connect()
   return client
 }
@@ -55,9 +70,25 @@ export async function connectNodeRedis4(url = redisUrl) {
   return client
 }
 
+/**
+ * A node-redis v6 client (the `redis6` dev dependency is `redis@6` under another name), with the
+ * settings the README recommends, connected.
+ */
+export async function connectNodeRedis6(url = redisUrl) {
+  const client = createClientV6({
+    url: url ?? '',
+    disableOfflineQueue: true,
+    commandOptions: { timeout: 2_000 },
+  })
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
+
 export type NodeRedisClient =
   | Awaited<ReturnType<typeof connectNodeRedis>>
   | Awaited<ReturnType<typeof connectNodeRedis4>>
+  | Awaited<ReturnType<typeof connectNodeRedis6>>
 
 /** The supported clients, for `describe.each`. */
 export const clientKinds = [
@@ -65,6 +96,11 @@ export const clientKinds = [
     name: 'ioredis',
     library: 'ioredis',
     connect: (url = redisUrl) => connectIoRedis(url),
+  },
+  {
+    name: 'ioredis 6',
+    library: 'ioredis',
+    connect: (url = redisUrl) => connectIoRedis6(url),
   },
   {
     name: 'node-redis',
@@ -81,10 +117,18 @@ export const clientKinds = [
     library: 'node-redis',
     connect: (url = redisUrl) => connectNodeRedis4(url),
   },
+  {
+    name: 'node-redis 6',
+    library: 'node-redis',
+    connect: (url = redisUrl) => connectNodeRedis6(url),
+  },
 ] as const
 
-export async function closeClient(client: Redis | NodeRedisClient): Promise<void> {
-  if (client instanceof Redis) client.disconnect()
+/** Any client of the supported libraries and majors. */
+export type AnyRedisClient = Redis | RedisV6 | NodeRedisClient
+
+export async function closeClient(client: AnyRedisClient): Promise<void> {
+  if (client instanceof Redis || client instanceof RedisV6) client.disconnect()
   else if ('destroy' in client) client.destroy()
   // node-redis 4 refuses to disconnect a client that is closed already.
   else if (client.isOpen) await client.disconnect()

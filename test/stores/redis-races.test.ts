@@ -4,13 +4,15 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ClaimResult } from '../../src/store'
 import {
+  type AnyRedisClient,
   claimInput,
   closeClient,
   connectIoRedis,
+  connectIoRedis6,
   connectNodeRedis,
   connectNodeRedis4,
+  connectNodeRedis6,
   deletePrefixed,
-  type NodeRedisClient,
   noRedis,
   redisUrl,
   serverTime,
@@ -19,18 +21,20 @@ import {
 
 const prefix = uniquePrefix('redis-races')
 const callers = 150
-let clients: (Redis | NodeRedisClient)[] = []
+let clients: AnyRedisClient[] = []
 let stores: RedisStore[] = []
 let admin: Redis
 
 beforeAll(async () => {
   if (!redisUrl) return
-  // Eight connections, of all three client libraries, stand for eight app servers: claims race
+  // Eight connections, of every supported client major (ioredis 5 and 6, node-redis 4, 5 and 6), stand for eight app servers: claims race
   // inside Redis, not in one client's queue.
   clients = await Promise.all([
-    ...Array.from({ length: 3 }, () => connectIoRedis()),
-    ...Array.from({ length: 3 }, () => connectNodeRedis()),
-    ...Array.from({ length: 2 }, () => connectNodeRedis4()),
+    ...Array.from({ length: 2 }, () => connectIoRedis()),
+    connectIoRedis6(),
+    ...Array.from({ length: 2 }, () => connectNodeRedis()),
+    connectNodeRedis4(),
+    ...Array.from({ length: 2 }, () => connectNodeRedis6()),
   ])
   stores = clients.map((client) => createRedisStore(client, { prefix }))
   admin = clients[0] as Redis

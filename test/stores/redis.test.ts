@@ -10,6 +10,7 @@ import {
   versionGuard,
 } from '../../src/stores/redis/scripts'
 import {
+  type AnyRedisClient,
   claimInput,
   clientKinds,
   closeClient,
@@ -17,7 +18,6 @@ import {
   connectNodeRedis,
   deletePrefixed,
   keysWithPrefix,
-  type NodeRedisClient,
   noRedis,
   redisUrl,
   serverTime,
@@ -40,7 +40,7 @@ afterAll(async () => {
 describe.skipIf(!redisUrl).each(clientKinds)(
   `[redis] Redis store through $name${noRedis}`,
   ({ name, library, connect }) => {
-    let client: Redis | NodeRedisClient
+    let client: AnyRedisClient
     let store: RedisStore
     // Each client kind writes under its own sub-prefix so the layout assertions see only its keys.
     const ownPrefix = `${prefix}${name.replaceAll(' ', '-')}:`
@@ -453,7 +453,7 @@ type ScriptMethod = (...args: unknown[]) => Promise<unknown>
 type ScriptMethods = { evalsha: ScriptMethod; evalSha: ScriptMethod; eval: ScriptMethod }
 
 /** Counts the script calls (EVALSHA or EVAL) a client sends from now on. */
-function spyOnScripts(client: Redis | NodeRedisClient): () => number {
+function spyOnScripts(client: AnyRedisClient): () => number {
   const names =
     'evalsha' in client ? (['evalsha', 'eval'] as const) : (['evalSha', 'eval'] as const)
   const spies = names.map((name) => vi.spyOn(client as unknown as ScriptMethods, name))
@@ -470,7 +470,7 @@ describe.skipIf(!redisUrl || !canStartRedis()).each(clientKinds)(
   `[redis] scripts after SCRIPT FLUSH, through $name, on a Redis of the test's own${noRedis}`,
   ({ library, connect }) => {
     let server: LocalRedisServer
-    let client: Redis | NodeRedisClient
+    let client: AnyRedisClient
     beforeAll(async () => {
       server = await startRedisServer()
       client = await connect(server.url)

@@ -6,6 +6,10 @@ const servers = [
   { transport: 'fetch', superjson: true },
   { transport: 'standalone', superjson: false },
   { transport: 'standalone', superjson: true },
+  { transport: 'express', superjson: false },
+  { transport: 'fastify', superjson: false },
+  { transport: 'fastify', superjson: true },
+  { transport: 'next', superjson: false },
 ] as const
 
 describe.each(servers)(

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import {
   createTRPCClient,
@@ -8,8 +8,13 @@ import {
   TRPCClientError,
 } from '@trpc/client'
 import { initTRPC, TRPCError } from '@trpc/server'
+import { createExpressMiddleware } from '@trpc/server/adapters/express'
+import { type CreateFastifyContextOptions, fastifyTRPCPlugin } from '@trpc/server/adapters/fastify'
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch'
-import { createHTTPServer } from '@trpc/server/adapters/standalone'
+import { createNextApiHandler } from '@trpc/server/adapters/next'
+import { createHTTPHandler } from '@trpc/server/adapters/standalone'
+import express from 'express'
+import Fastify from 'fastify'
 import superjson from 'superjson'
 import { vi } from 'vitest'
 import { ZodError, z } from 'zod'
@@ -26,11 +31,14 @@ import {
   type IdempotencyStore,
 } from '../../src'
 
-/** What both HTTP adapters put in the context (the fetch one, or the Node standalone one). */
+/**
+ * What the HTTP adapters put in the context: the fetch one (`req`, `resHeaders`), the Node ones
+ * (standalone, Express, Next.js pages: `req`, `res`), or Fastify's (its request and reply).
+ */
 export interface Context {
-  req?: Request | IncomingMessage
+  req?: Request | IncomingMessage | { headers: unknown; url: string }
   resHeaders?: Headers
-  res?: ServerResponse
+  res?: ServerResponse | { header(name: string, value: string): unknown }
   /** The caller, from the `x-user` request header: the scope. */
   user?: string
 }
@@ -146,7 +154,7 @@ export interface SeenResponse {
   retryAfter: string | null
 }
 
-export type Transport = 'fetch' | 'standalone'
+export type Transport = 'fetch' | 'standalone' | 'express' | 'fastify' | 'next'
 export type LinkKind = 'http' | 'batch' | 'batch-stream'
 
 /** Per-call client options: the key and the caller go out as request headers. */
@@ -186,22 +194,10 @@ export async function serve(app: App, transport: Transport, link: LinkKind = 'ht
         }),
       })
   } else {
-    const server = createHTTPServer({
-      router: app.router,
-      createContext: ({ req, res }) => ({
-        req,
-        res,
-        user: typeof req.headers['x-user'] === 'string' ? req.headers['x-user'] : undefined,
-      }),
-    })
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const served = await listen(app, transport)
+    url = served.url
     baseFetch = fetch
-    close = () =>
-      new Promise<void>((resolve, reject) => {
-        server.closeAllConnections()
-        server.close((error) => (error ? reject(error) : resolve()))
-      })
+    close = served.close
   }
   const recordingFetch: typeof fetch = async (input, init) => {
     const response = await baseFetch(input, init)
@@ -232,6 +228,82 @@ export async function serve(app: App, transport: Transport, link: LinkKind = 'ht
         } as never)
   const client = createTRPCClient<AppRouter>({ links: [makeLink] })
   return { client, responses, url, fetch: recordingFetch, close }
+}
+
+function userOf(headers: IncomingMessage['headers']): string | undefined {
+  const user = headers['x-user']
+  return typeof user === 'string' ? user : undefined
+}
+
+/** Serves `app` on a free port through one of tRPC's Node adapters, each with its context line. */
+async function listen(app: App, transport: Exclude<Transport, 'fetch'>) {
+  const { router } = app
+  if (transport === 'fastify') {
+    const server = Fastify()
+    await server.register(fastifyTRPCPlugin, {
+      prefix: '/trpc',
+      trpcOptions: {
+        router,
+        createContext: ({ req, res }: CreateFastifyContextOptions) => ({
+          req,
+          res,
+          user: userOf(req.headers),
+        }),
+      },
+    })
+    await server.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = server.server.address() as AddressInfo
+    return { url: `http://127.0.0.1:${port}/trpc`, close: () => server.close() }
+  }
+  let handler: (req: IncomingMessage, res: ServerResponse) => void
+  let path = ''
+  if (transport === 'express') {
+    const expressApp = express()
+    expressApp.use(
+      '/trpc',
+      createExpressMiddleware({
+        router,
+        createContext: ({ req, res }) => ({ req, res, user: userOf(req.headers) }),
+      }),
+    )
+    handler = expressApp
+    path = '/trpc'
+  } else if (transport === 'next') {
+    // A Next.js pages API route (`pages/api/trpc/[trpc].ts`): Next parses the path into `query`.
+    const nextHandler = createNextApiHandler({
+      router,
+      // Typed by hand: `next` (NextApiRequest, NextApiResponse) is not installed here.
+      createContext: ({ req, res }: { req: IncomingMessage; res: ServerResponse }) => ({
+        req,
+        res,
+        user: userOf(req.headers),
+      }),
+    })
+    handler = (req, res) => {
+      const { pathname, searchParams } = new URL(req.url ?? '/', 'http://localhost')
+      const query = {
+        ...Object.fromEntries(searchParams),
+        trpc: pathname.slice('/api/trpc/'.length),
+      }
+      void nextHandler(Object.assign(req, { query }) as never, res as never)
+    }
+    path = '/api/trpc'
+  } else {
+    handler = createHTTPHandler({
+      router,
+      createContext: ({ req, res }) => ({ req, res, user: userOf(req.headers) }),
+    })
+  }
+  const server = createServer(handler)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections()
+        server.close((error) => (error ? reject(error) : resolve()))
+      }),
+  }
 }
 
 /** Settles a client call into what the tests compare: its value, or its error's shape. */

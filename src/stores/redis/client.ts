@@ -18,7 +18,7 @@ export interface NodeRedisEvalOptions {
 }
 
 /**
- * The part of a node-redis (v4 or v5) client (`createClient()` or `createCluster()`) the store uses.
+ * The part of a node-redis (4, 5 or 6) client (`createClient()` or `createCluster()`) the store uses.
  * Structural, so the store never loads `redis` itself: it is an optional peer.
  */
 export interface NodeRedisClientLike {
@@ -28,7 +28,7 @@ export interface NodeRedisClientLike {
   readonly isReady?: boolean
 }
 
-/** A connected `ioredis` or node-redis (v4 or v5) client; which one is told apart by its methods. */
+/** A connected `ioredis` (5 or 6) or node-redis (4, 5 or 6) client; which one is told apart by its methods. */
 export type RedisClientLike = IoRedisClientLike | NodeRedisClientLike
 
 /**
@@ -63,7 +63,7 @@ const ioredisUsable = new Set(['ready', 'wait'])
 export function createScriptRunner(client: unknown, requireReady: boolean): ScriptRunner {
   if (client === null || typeof client !== 'object') {
     throw invalidArgument(
-      'createRedisStore needs a connected ioredis or node-redis (v4 or v5) client',
+      'createRedisStore needs a connected ioredis (5 or 6) or node-redis (4, 5 or 6) client',
       'ERR_INVALID_ARG_TYPE',
     )
   }
@@ -119,7 +119,7 @@ export function createScriptRunner(client: unknown, requireReady: boolean): Scri
   }
 
   throw invalidArgument(
-    'createRedisStore needs an ioredis client (with evalsha/eval) or a node-redis (v4 or v5) client (with evalSha/eval)',
+    'createRedisStore needs an ioredis (5 or 6) client (with evalsha/eval) or a node-redis (4, 5 or 6) client (with evalSha/eval)',
     'ERR_INVALID_ARG_TYPE',
   )
 }

@@ -43,7 +43,7 @@ export interface RedisStore extends IdempotencyStore {
 }
 
 /**
- * An idempotency store on Redis (7.0 or newer), through a connected `ioredis` or node-redis (v4 or v5)
+ * An idempotency store on Redis (7.0 or newer), through a connected `ioredis` (5 or 6) or node-redis (4, 5 or 6)
  * client.
  *
  * Each record is one Redis string, `<prefix>{<hash>}`: a JSON header line, then the response.
