@@ -1,10 +1,15 @@
 #!/usr/bin/env node
 // The pack check: what users install must work. It builds the package (tsup, with .d.ts), packs
-// it with `npm pack`, installs the tarball and the peers into an empty project, and then, with
-// plain Node (ESM) and tsc, imports every subpath export and checks its public names. Each
-// subpath is imported with the peers it does not need blocked, so a user of one adapter
-// installs nothing for the others. The work happens in a temporary folder; the repository's
-// own dist/ is not touched.
+// it with `npm pack`, installs the tarball and the peers into an empty project, and then:
+// - plain Node imports every subpath export (ESM) and checks its public names, each with the
+//   peers it does not need blocked, so a user of one adapter installs nothing for the others;
+// - a CommonJS file `require`s every subpath (Node 20.19+ loads the ESM build through require);
+// - the real drizzle-kit CLI generates a migration from a schema that re-exports the table, in a
+//   CommonJS project and in an ESM one, and it matches schema.sql;
+// - tsc compiles a user file under the settings users have: nodenext with
+//   exactOptionalPropertyTypes, node10 resolution (`module: commonjs`), and a GraphQL-only app
+//   with skipLibCheck off and no tRPC package installed.
+// The work happens in a temporary folder; the repository's own dist/ is not touched.
 //
 //   node scripts/check-pack.mjs          (npm run pack:check)
 //   KEEP_PACK_CHECK=1 node scripts/...   keeps the temporary folder for a look
@@ -17,6 +22,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -79,6 +85,11 @@ const subpaths = {
     peers: ['@trpc/client', '@trpc/server', 'graphql'],
     names: ['idempotencyLink', 'idempotentFetch'],
   },
+  './client/fetch': { peers: [], names: ['idempotentFetch', 'defaultRetryOn'] },
+  './client/trpc': {
+    peers: ['@trpc/client', '@trpc/server'],
+    names: ['idempotencyLink', 'idempotencyHeaders', 'defaultRetryOn'],
+  },
 }
 
 const log = (line) => console.log(`[pack:check] ${line}`)
@@ -108,7 +119,7 @@ try {
   for (const [name, target] of exportsMap) {
     if (!subpaths[name])
       fail(`package.json exports ${name}, which scripts/check-pack.mjs does not know`)
-    const entry = target.import.replace(/^\.\/dist\//, '').replace(/\.js$/, '')
+    const entry = target.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '')
     const source = `${entry}.ts`
     if (existsSync(join(root, source))) present.push({ name, entry, source, target })
     else absent.push({ name, source })
@@ -132,7 +143,7 @@ try {
     `built ${present.length} entries with .d.ts in ${Math.round((Date.now() - started) / 1000)} s`,
   )
   for (const { name, target } of present) {
-    for (const file of [target.types, target.import]) {
+    for (const file of [target.types, target.default]) {
       if (!existsSync(join(stage, file))) fail(`${name}: the build did not emit ${file}`)
     }
   }
@@ -158,12 +169,19 @@ try {
     run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], stage),
   )
   const packedFiles = packed.files.map((file) => file.path)
-  for (const required of ['package.json', 'src/stores/drizzle/schema.sql', 'README.md']) {
+  for (const required of [
+    'package.json',
+    'src/stores/drizzle/schema.sql',
+    'README.md',
+    'LICENSE',
+  ]) {
     if (!packedFiles.includes(required)) fail(`the tarball lacks ${required}`)
   }
   const leaked = packedFiles.filter(
     (file) =>
-      !/^(dist\/|src\/stores\/drizzle\/schema\.sql$|README\.md$|package\.json$|LICENSE)/.test(file),
+      !/^(dist\/|src\/stores\/drizzle\/schema\.sql$|README\.md$|package\.json$|LICENSE$)/.test(
+        file,
+      ),
   )
   if (leaked.length > 0) fail(`the tarball holds files it should not: ${leaked.join(', ')}`)
   log(`packed ${packed.filename}: ${packedFiles.length} files, ${packed.size} bytes`)
@@ -176,7 +194,14 @@ try {
     join(consumer, 'package.json'),
     JSON.stringify({ name: 'pack-check-consumer', private: true, type: 'module' }),
   )
-  const peers = [...new Set(present.flatMap(({ name }) => subpaths[name].peers))]
+  // drizzle-kit for its CLI, @types/node for the user files tsc compiles.
+  const peers = [
+    ...new Set([
+      ...present.flatMap(({ name }) => subpaths[name].peers),
+      'drizzle-kit',
+      '@types/node',
+    ]),
+  ]
   const peerSpecs = peers.map((peer) => `${peer}@${installedVersion(peer)}`)
   run(
     'npm',
@@ -257,34 +282,111 @@ console.log(subpath + ': ' + Object.keys(module).length + ' exports')
     }
   }
 
-  // 6. TypeScript finds each subpath's declarations through the exports map (nodenext).
+  // 6. CommonJS: `require` of every subpath.
+  const specifiers = present.map(({ name }) => specifierOf(name))
+  writeFileSync(
+    join(consumer, 'require.cjs'),
+    `for (const [subpath, names] of JSON.parse(process.argv[2])) {
+  const module = require(subpath)
+  const missing = names.filter((name) => module[name] === undefined)
+  if (missing.length > 0) throw new Error(subpath + ' (require) lacks ' + missing.join(', '))
+}
+console.log('require: ' + JSON.parse(process.argv[2]).length + ' subpaths')
+`,
+  )
+  const requireList = present.map(({ name }) => [specifierOf(name), subpaths[name].names])
+  try {
+    log(run(process.execPath, ['require.cjs', JSON.stringify(requireList)], consumer).trim())
+  } catch (error) {
+    fail(`require() from a CommonJS file: ${error.stderr || error.message}`)
+  }
+
+  // 7. drizzle-kit's CLI loads the schema with require: a CommonJS project and an ESM one.
+  if (specifiers.includes(`${pkg.name}/drizzle`)) {
+    const expected = normalizeSql(readFileSync(join(root, 'src/stores/drizzle/schema.sql'), 'utf8'))
+    for (const type of ['commonjs', 'module']) {
+      const project = join(consumer, `drizzle-kit-${type}`)
+      mkdirSync(project)
+      writeFileSync(join(project, 'package.json'), JSON.stringify({ private: true, type }))
+      writeFileSync(
+        join(project, 'schema.ts'),
+        `export { idempotencyKeys } from '${pkg.name}/drizzle'\n`,
+      )
+      try {
+        run(
+          process.execPath,
+          [
+            join(consumer, 'node_modules/drizzle-kit/bin.cjs'),
+            'generate',
+            '--dialect',
+            'postgresql',
+            '--schema',
+            './schema.ts',
+            '--out',
+            './migrations',
+          ],
+          project,
+        )
+      } catch (error) {
+        fail(`drizzle-kit generate (${type}): ${error.stdout}${error.stderr || error.message}`)
+      }
+      const migration = readdirSync(join(project, 'migrations')).find((file) =>
+        file.endsWith('.sql'),
+      )
+      if (!migration) fail(`drizzle-kit generate (${type}) wrote no migration`)
+      const generated = normalizeSql(readFileSync(join(project, 'migrations', migration), 'utf8'))
+      if (generated !== expected) {
+        fail(`drizzle-kit (${type}) generated:\n${generated}\nschema.sql has:\n${expected}`)
+      }
+    }
+    log('drizzle-kit generate loaded the table in a CommonJS and an ESM project: schema.sql')
+  }
+
+  // 8. TypeScript, under the settings users compile with.
   const typeChecks = present.map(({ name }, index) => {
-    const specifier = name === '.' ? pkg.name : `${pkg.name}/${name.slice(2)}`
-    return `import * as m${index} from '${specifier}'
+    return `import * as m${index} from '${specifierOf(name)}'
 export const names${index}: (keyof typeof m${index})[] = ${JSON.stringify(subpaths[name].names)}`
   })
   writeFileSync(join(consumer, 'check.ts'), `${typeChecks.join('\n')}\n`)
-  writeFileSync(
-    join(consumer, 'tsconfig.json'),
-    JSON.stringify({
-      compilerOptions: {
-        module: 'nodenext',
-        moduleResolution: 'nodenext',
-        target: 'es2022',
-        strict: true,
-        noEmit: true,
-        skipLibCheck: true,
-        types: [],
-      },
-      files: ['check.ts'],
-    }),
-  )
-  try {
-    run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', consumer], consumer)
-  } catch (error) {
-    fail(`tsc could not use the declarations:\n${error.stdout || error.message}`)
+  writeFileSync(join(consumer, 'options.ts'), userOptionsFile(pkg.name))
+  const baseOptions = { target: 'es2022', strict: true, noEmit: true, types: ['node'] }
+  typeCheck(consumer, 'nodenext, exactOptionalPropertyTypes', ['check.ts', 'options.ts'], {
+    ...baseOptions,
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    exactOptionalPropertyTypes: true,
+    skipLibCheck: true,
+  })
+  const cjs = join(consumer, 'node10')
+  mkdirSync(cjs)
+  writeFileSync(join(cjs, 'package.json'), JSON.stringify({ private: true, type: 'commonjs' }))
+  writeFileSync(join(cjs, 'check.ts'), `${typeChecks.join('\n')}\n`)
+  typeCheck(cjs, 'module commonjs (node10 resolution)', ['check.ts'], {
+    ...baseOptions,
+    module: 'commonjs',
+    moduleResolution: 'node10',
+    esModuleInterop: true,
+    skipLibCheck: true,
+    ignoreDeprecations: '5.0',
+  })
+  // A GraphQL-only app: the same node_modules without the tRPC packages, skipLibCheck off.
+  const graphqlOnly = join(work, 'graphql-only')
+  mkdirSync(join(graphqlOnly, 'node_modules'), { recursive: true })
+  for (const entry of readdirSync(join(consumer, 'node_modules'))) {
+    if (entry === '@trpc') continue
+    symlinkSync(join(consumer, 'node_modules', entry), join(graphqlOnly, 'node_modules', entry))
   }
-  log(`tsc resolved the declarations of ${present.map(({ name }) => name).join(', ')}`)
+  writeFileSync(
+    join(graphqlOnly, 'package.json'),
+    JSON.stringify({ private: true, type: 'module' }),
+  )
+  writeFileSync(join(graphqlOnly, 'app.ts'), graphqlOnlyFile(pkg.name))
+  typeCheck(graphqlOnly, 'a GraphQL-only app, skipLibCheck off', ['app.ts'], {
+    ...baseOptions,
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    skipLibCheck: false,
+  })
   log(`ok: ${present.length} of ${exportsMap.length} subpaths checked`)
 } catch (error) {
   if (process.exitCode !== 1) {
@@ -294,6 +396,93 @@ export const names${index}: (keyof typeof m${index})[] = ${JSON.stringify(subpat
 } finally {
   if (process.env.KEEP_PACK_CHECK) log(`kept ${work}`)
   else rmSync(work, { recursive: true, force: true })
+}
+
+function specifierOf(name) {
+  return name === '.' ? pkg.name : `${pkg.name}/${name.slice(2)}`
+}
+
+/** Runs tsc on `files` in `folder` with `compilerOptions`; fails the check on any error. */
+function typeCheck(folder, label, files, compilerOptions) {
+  writeFileSync(join(folder, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }))
+  try {
+    run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', folder], folder)
+  } catch (error) {
+    fail(`tsc (${label}) could not use the declarations:\n${error.stdout || error.message}`)
+  }
+  log(`tsc: ${label}`)
+}
+
+/** SQL with comments, blank lines, `IF NOT EXISTS`, statement breakpoints and spacing folded. */
+function normalizeSql(text) {
+  return text
+    .replace(/--.*$/gm, '')
+    .replaceAll('--> statement-breakpoint', '')
+    .replaceAll(' IF NOT EXISTS', '')
+    .replace(/USING btree /g, '')
+    .replace(/\s+/g, ' ')
+    .replace(/\s*([(),])\s*/g, '$1')
+    .replace(/;\s*/g, ';\n')
+    .trim()
+}
+
+/** Every factory's options given explicitly as undefined, as exactOptionalPropertyTypes users may. */
+function userOptionsFile(name) {
+  return `import { createIdempotency, createMemoryStore } from '${name}'
+import { createIdempotencyMiddleware } from '${name}/trpc'
+import { useIdempotency } from '${name}/envelop'
+import { idempotencyLink, idempotentFetch } from '${name}/client'
+const maybe = <T>(value: T): T | undefined => (Math.random() > 2 ? value : undefined)
+const idempotency = createIdempotency({
+  store: createMemoryStore({ now: maybe(() => 0) }),
+  ttl: maybe('24h'),
+  lockTimeout: maybe('60s'),
+  required: maybe(false),
+  maxResponseBytes: maybe(1024),
+  onEvent: maybe(() => {}),
+  now: maybe(() => 0),
+  concurrency: maybe('reject'),
+})
+await idempotency.execute(
+  { key: maybe('k'), operation: 'op', scope: maybe('s'), payload: {}, ttl: maybe('1h'), required: maybe(true) },
+  async () => 1,
+)
+export const middleware = createIdempotencyMiddleware<{ user?: string }>({
+  idempotency,
+  scope: maybe(({ ctx }) => ctx.user),
+  getKey: maybe(() => 'k'),
+  keyField: maybe('idempotencyKey'),
+  required: maybe(true),
+  storeErrors: maybe(() => true),
+  root: maybe(undefined),
+  exposeContext: maybe(false),
+})
+export const plugin = useIdempotency({
+  idempotency,
+  scope: maybe(() => 'u'),
+  mode: maybe('all'),
+  storeErrors: maybe(() => false),
+})
+export const link = idempotencyLink({ maxAttempts: maybe(3), retryOn: maybe(() => true) })
+export const wrapped = idempotentFetch(fetch, { maxAttempts: maybe(2), generateKey: maybe(() => 'k') })
+`
+}
+
+/**
+ * A Yoga-style app: the engine, the Envelop plugin, the Redis store and the fetch client (not
+ * the Drizzle store: drizzle-orm's own declarations do not compile with skipLibCheck off).
+ */
+function graphqlOnlyFile(name) {
+  return `import { createIdempotency, createMemoryStore } from '${name}'
+import { useIdempotency, idempotentDirectiveTypeDefs } from '${name}/envelop'
+import { idempotentFetch } from '${name}/client/fetch'
+import { createRedisStore } from '${name}/redis'
+const idempotency = createIdempotency({ store: createMemoryStore() })
+export const plugin = useIdempotency({ idempotency, scope: () => 'user-1' })
+export const typeDefs: string = idempotentDirectiveTypeDefs
+export const client = idempotentFetch(fetch)
+export const factories = [createRedisStore]
+`
 }
 
 function installedVersion(name) {

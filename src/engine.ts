@@ -45,11 +45,11 @@ export interface IdempotencyEvent {
   scope: string
   key: string
   /** For `executed`: how long the handler ran, in milliseconds. */
-  durationMs?: number
+  durationMs?: number | undefined
   /** For `store-error`: which store call failed. */
-  stage?: 'claim' | 'complete' | 'release'
+  stage?: 'claim' | 'complete' | 'release' | undefined
   /** For `store-error` and `not-stored`: what went wrong. */
-  error?: unknown
+  error?: unknown | undefined
 }
 
 export interface Logger {
@@ -81,38 +81,38 @@ export interface IdempotencyOptions<TTransaction = unknown> {
   /** Where records live: `createMemoryStore()`, `createDrizzleStore(db)`, or your own. */
   store: IdempotencyStore<TTransaction>
   /** How long a completed record is replayed. @default '24h' */
-  ttl?: Duration
+  ttl?: Duration | undefined
   /** How long an executor holds its lease before the key may be taken over. @default '60s' */
-  lockTimeout?: Duration
+  lockTimeout?: Duration | undefined
   /** Reject keyed mutations that arrive without a key (`KEY_REQUIRED`). @default false */
-  required?: boolean
+  required?: boolean | undefined
   /** What a duplicate of an in-flight operation gets: `'reject'` (409) or `'wait'`. @default 'reject' */
-  concurrency?: 'reject' | 'wait'
+  concurrency?: 'reject' | 'wait' | undefined
   /** With `concurrency: 'wait'`, how long to wait for the in-flight one before 409. @default '10s' */
-  waitTimeout?: Duration
+  waitTimeout?: Duration | undefined
   /** The `Retry-After` given with 409, capped at the time left on the lease. @default '1s' */
-  retryAfter?: Duration
+  retryAfter?: Duration | undefined
   /** What a claim does when the store is unreachable. @default 'fail-closed' */
-  onStoreError?: 'fail-closed' | 'fail-open'
+  onStoreError?: 'fail-closed' | 'fail-open' | undefined
   /** Which thrown errors are recorded and replayed (true) instead of releasing the key. @default defaultStoreErrors */
-  storeErrors?: (error: unknown) => boolean
+  storeErrors?: ((error: unknown) => boolean) | undefined
   /** A larger encoded response is not stored; its retries get `RESPONSE_NOT_STORED`. @default 1048576 */
-  maxResponseBytes?: number
+  maxResponseBytes?: number | undefined
   /** How outcomes become text and back. @default defaultCodec (superjson) */
-  codec?: Codec
+  codec?: Codec | undefined
   /**
    * The clock for deadlines and events, in epoch ms. Stores with a server use its clock; the
    * memory store follows this one unless given its own, and a memory store that already follows
    * another engine's clock (another function, `Date.now` included) is refused with a TypeError.
    * @default Date.now
    */
-  now?: () => number
+  now?: (() => number) | undefined
   /** Called for each thing that happens to a keyed operation; errors it throws are logged, not raised. @default undefined */
-  onEvent?: (event: IdempotencyEvent) => void
+  onEvent?: ((event: IdempotencyEvent) => void) | undefined
   /** Where diagnostics go. @default defaultLogger (console, prefixed) */
-  logger?: Logger
+  logger?: Logger | undefined
   /** Run `store.sweep()` on this interval (unref'd timer); `false` to never. @default false */
-  sweepInterval?: Duration | false
+  sweepInterval?: Duration | false | undefined
   /**
    * How long a claim may wait for the store before it counts as unavailable (`onStoreError`
    * decides what then happens: 503 or running unprotected). Bounds the wait when a database
@@ -122,7 +122,7 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * pool's connection and statement timeouts).
    * @default false (wait as long as the store takes)
    */
-  claimTimeout?: Duration | false
+  claimTimeout?: Duration | false | undefined
   /**
    * Run every keyed operation in one database transaction with its record: claim, the
    * handler's writes (through `context.tx`) and the recorded outcome commit or roll back
@@ -130,7 +130,7 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * here with a TypeError. A request's own `transactional` overrides it.
    * @default false
    */
-  transactional?: boolean
+  transactional?: boolean | undefined
   /**
    * Transactional mode with `concurrency: 'reject'`: how long a duplicate waits for the first
    * transaction (whose uncommitted record it cannot see) before it answers 409. A first
@@ -138,7 +138,7 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * `waitTimeout` instead.
    * @default '100ms'
    */
-  rejectAfter?: Duration
+  rejectAfter?: Duration | undefined
   /**
    * Keep copies of the completed records this process wrote or read, and answer later retries
    * of them (replay, or 422 for another payload) without a store round trip. A completed record
@@ -149,7 +149,7 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * retry then reads the store.
    * @default { maxEntries: 1000, maxCharacters: 8388608, maxAge: '1m' }
    */
-  replayCache?: ReplayCacheOptions | false
+  replayCache?: ReplayCacheOptions | false | undefined
 }
 
 /** A recorded outcome as the engine hands it back. */
@@ -161,28 +161,28 @@ export interface OperationRequest {
   /** The operation's name: a tRPC path, GraphQL root fields, or your own. */
   operation: string
   /** The caller (tenant/user); records of different scopes never meet. @default '' */
-  scope?: string
+  scope?: string | undefined
   /** The request payload whose fingerprint guards the key against reuse. */
-  payload?: unknown
+  payload?: unknown | undefined
   /** A fingerprint computed by the caller; replaces `payload`. */
-  fingerprint?: string
+  fingerprint?: string | undefined
   /** Per-operation overrides of the engine's options. */
-  required?: boolean
-  ttl?: Duration
-  lockTimeout?: Duration
-  concurrency?: 'reject' | 'wait'
-  waitTimeout?: Duration
+  required?: boolean | undefined
+  ttl?: Duration | undefined
+  lockTimeout?: Duration | undefined
+  concurrency?: 'reject' | 'wait' | undefined
+  waitTimeout?: Duration | undefined
   /** Run this operation in one transaction with its record. @default the engine's `transactional` */
-  transactional?: boolean
+  transactional?: boolean | undefined
 }
 
 export interface ExecuteRequest extends OperationRequest {
   /** Which errors to record for this call. @default the engine's `storeErrors` */
-  storeErrors?: (error: unknown) => boolean
+  storeErrors?: ((error: unknown) => boolean) | undefined
   /** Turns a recorded error into codec-friendly data. @default name, message, code, status */
-  serializeError?: (error: unknown) => unknown
+  serializeError?: ((error: unknown) => unknown) | undefined
   /** Turns recorded error data back into what `execute` throws on a replay. @default ReplayedError */
-  deserializeError?: (data: unknown) => unknown
+  deserializeError?: ((data: unknown) => unknown) | undefined
 }
 
 export interface HandlerContext<TTransaction = unknown> {
@@ -199,7 +199,7 @@ export interface HandlerContext<TTransaction = unknown> {
    * Transactional mode: the database transaction to write with (for the Drizzle store, your
    * drizzle transaction). Its writes commit with the record, or not at all. Undefined otherwise.
    */
-  tx?: TTransaction
+  tx?: TTransaction | undefined
 }
 
 export interface ExecuteResult<T> {
@@ -265,9 +265,9 @@ export interface Idempotency<TTransaction = unknown> {
   close(): void
   readonly store: IdempotencyStore<TTransaction>
   /** The engine's `transactional` option: whether operations run in transactions by default. */
-  readonly transactional?: boolean
+  readonly transactional?: boolean | undefined
   /** The engine's `required` option: whether an operation without a key is refused by default. */
-  readonly required?: boolean
+  readonly required?: boolean | undefined
 }
 
 /** What `execute` throws when it replays a recorded error that has no adapter-specific form. */

@@ -21,7 +21,7 @@ export const idempotencyErrorStatus: Readonly<Record<IdempotencyErrorCode, numbe
 }
 
 export interface IdempotencyErrorOptions {
-  cause?: unknown
+  cause?: unknown | undefined
 }
 
 export class IdempotencyError extends Error {

@@ -9,17 +9,17 @@ import { type Duration, toMilliseconds } from './duration'
  */
 export interface ReplayCacheOptions {
   /** Copies kept at most; the least recently used goes first. @default 1000 */
-  maxEntries?: number
+  maxEntries?: number | undefined
   /**
    * Stored responses kept at most, in characters of their stored text (about bytes for ASCII
    * JSON); a larger response is not copied. @default 8388608 (8 Mi)
    */
-  maxCharacters?: number
+  maxCharacters?: number | undefined
   /**
    * How long a copy is used at most, however long its record lives. A record deleted by hand
    * keeps being replayed by processes that copied it for up to this long. @default '1m'
    */
-  maxAge?: Duration
+  maxAge?: Duration | undefined
 }
 
 /** What a copy holds: enough to answer a retry as the record would (replay or 422). */

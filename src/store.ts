@@ -89,9 +89,9 @@ export interface ReleaseInput {
 
 export interface SweepOptions {
   /** Rows deleted per statement. @default 1000 */
-  batchSize?: number
+  batchSize?: number | undefined
   /** Stop after this many rows in total. @default Infinity */
-  limit?: number
+  limit?: number | undefined
 }
 
 /**
@@ -153,7 +153,7 @@ export interface IdempotencyStore<TTransaction = unknown> {
    * keeps no copies of completed records in front of it (its `replayCache` option): they would
    * save nothing.
    */
-  readonly inProcess?: boolean
+  readonly inProcess?: boolean | undefined
 
   /**
    * Optional; for stores without a clock of their own (the memory store). `createIdempotency`

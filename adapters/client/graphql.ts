@@ -81,10 +81,10 @@ interface Plan {
 
 /** A GraphQL-over-HTTP request body: one operation. */
 interface OperationBody {
-  query?: unknown
-  operationName?: unknown
-  variables?: unknown
-  extensions?: unknown
+  query?: unknown | undefined
+  operationName?: unknown | undefined
+  variables?: unknown | undefined
+  extensions?: unknown | undefined
 }
 
 /**

@@ -36,7 +36,7 @@ export interface IdempotencyLinkOptions extends RetryOptions {
    * adds on the terminating `httpLink`.
    * @default undefined
    */
-  keyField?: string
+  keyField?: string | undefined
 }
 
 /**
@@ -151,7 +151,10 @@ export function idempotencyHeaders(opts: { op: Operation }): Record<string, stri
  * `httpLink({ url, headers: withIdempotencyHeaders(({ op }) => ({ authorization })) })`
  */
 export function withIdempotencyHeaders(
-  headers?: HTTPHeaders | ((opts: { op: Operation }) => HTTPHeaders | Promise<HTTPHeaders>),
+  headers?:
+    | HTTPHeaders
+    | ((opts: { op: Operation }) => HTTPHeaders | Promise<HTTPHeaders>)
+    | undefined,
 ): (opts: { op: Operation }) => Promise<Record<string, string | string[] | undefined>> {
   return async (opts) => {
     const base = typeof headers === 'function' ? await headers(opts) : (headers ?? {})
@@ -217,9 +220,9 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  */
 function describeTrpcError(error: unknown): Omit<RetryFailure, 'attempt' | 'key'> {
   const { data, meta, shape } = (error ?? {}) as {
-    data?: { httpStatus?: unknown; idempotency?: unknown } | null
-    meta?: { response?: { status?: unknown; headers?: { get?: unknown } } } | null
-    shape?: unknown
+    data?: { httpStatus?: unknown; idempotency?: unknown } | null | undefined
+    meta?: { response?: { status?: unknown; headers?: { get?: unknown } } } | null | undefined
+    shape?: unknown | undefined
   }
   const response = meta?.response
   const headers = response?.headers as { get(name: string): string | null } | undefined

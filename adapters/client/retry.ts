@@ -41,53 +41,53 @@ export interface RetryEvent extends RetryFailure {
 
 export interface BackoffOptions {
   /** The delay after the first failed attempt; each later delay doubles it. @default 200 */
-  initialDelay?: Duration
+  initialDelay?: Duration | undefined
   /**
    * The longest wait between two attempts. A server's `Retry-After` above it is shortened to it.
    * @default '10s'
    */
-  maxDelay?: Duration
+  maxDelay?: Duration | undefined
   /**
    * Spread each backoff delay at random between half and all of its value, so clients that
    * failed together do not retry together. A server's `Retry-After` is never jittered.
    * @default true
    */
-  jitter?: boolean
+  jitter?: boolean | undefined
 }
 
 /** The options both `idempotencyLink` and `idempotentFetch` take. */
 export interface RetryOptions {
   /** The most times one operation is sent, the first attempt included; 1 turns retries off. @default 5 */
-  maxAttempts?: number
+  maxAttempts?: number | undefined
   /** The delays between attempts: exponential, capped, jittered. @default { initialDelay: 200, maxDelay: '10s', jitter: true } */
-  backoff?: BackoffOptions
+  backoff?: BackoffOptions | undefined
   /**
    * Decides whether a failed attempt is sent again (never called past `maxAttempts` or after an
    * abort). Compose with the default to widen it: `(f) => f.status === 429 || defaultRetryOn(f)`.
    * @default defaultRetryOn
    */
-  retryOn?: (failure: RetryFailure) => boolean
+  retryOn?: ((failure: RetryFailure) => boolean) | undefined
   /**
    * Names a new logical operation. Called once per operation, never per attempt; the result must
    * be a valid key (1-255 visible ASCII characters) or the operation fails with `KEY_INVALID`.
    * @default () => crypto.randomUUID()
    */
-  generateKey?: () => string
+  generateKey?: (() => string) | undefined
   /** Called before each retry, for logging or metrics; an error it throws is logged, not raised. @default undefined */
-  onRetry?: (event: RetryEvent) => void
+  onRetry?: ((event: RetryEvent) => void) | undefined
   /**
    * Stops every operation sent through this link or fetch, in flight or waiting to retry (for
    * example on shutdown). Each call's own signal (`op.signal`, `init.signal`) works as well.
    * @default undefined
    */
-  signal?: AbortSignal
+  signal?: AbortSignal | undefined
   /**
    * Waits between attempts; must reject when `signal` aborts. Replace it to move time in tests.
    * @default an abortable setTimeout
    */
   sleep?: (ms: number, signal: AbortSignal | undefined) => Promise<void>
   /** Where warnings go (a misconfigured link, an `onRetry` that threw). @default console, prefixed '[idempotent-mutations]' */
-  logger?: Logger
+  logger?: Logger | undefined
 }
 
 /**
@@ -222,7 +222,7 @@ export type AttemptOutcome<T> =
       /** What the caller gets when this attempt is the last: returns the value or throws. */
       final: () => T
       /** False when the key did not go out with this attempt, so a retry could run it twice. */
-      keySent?: boolean
+      keySent?: boolean | undefined
     }
 
 /**

@@ -66,36 +66,40 @@ export interface UseIdempotencyOptions<TContext = DefaultContext> {
    * throws, the request fails and nothing runs, and a value that is not a string, number, null
    * or undefined fails it with a TypeError. @default undefined (one shared scope, '')
    */
-  scope?: (
-    context: TContext,
-  ) => string | number | null | undefined | PromiseLike<string | number | null | undefined>
+  scope?:
+    | ((
+        context: TContext,
+      ) => string | number | null | undefined | PromiseLike<string | number | null | undefined>)
+    | undefined
   /**
    * Finds the key itself, replacing the header, argument and extensions sources. Return
    * `undefined` or `null` for none. @default undefined (header, argument, extensions)
    */
-  getKey?: (
-    lookup: KeyLookup<TContext>,
-  ) => string | null | undefined | PromiseLike<string | null | undefined>
+  getKey?:
+    | ((
+        lookup: KeyLookup<TContext>,
+      ) => string | null | undefined | PromiseLike<string | null | undefined>)
+    | undefined
   /**
    * `'all'`: every mutation that carries a key is deduplicated. `'marked'`: only mutations with
    * a root field marked by `@idempotent` or `extensions.idempotency`; others run untouched.
    * @default 'all'
    */
-  mode?: 'all' | 'marked'
+  mode?: 'all' | 'marked' | undefined
   /**
    * The root-field argument (also looked for inside the field's `input` argument) and the
    * request `extensions` field that carry a key. @default 'idempotencyKey'
    */
-  keyField?: string
+  keyField?: string | undefined
   /**
    * Called with each error of a mutation's result, as the executor produced it (in Yoga,
    * before error masking, so `originalError` is there to inspect); the result is recorded only
    * if every call returns true, else the key is released so a retry runs again.
    * @default defaultStoreGraphQLErrors
    */
-  storeErrors?: (error: GraphQLError) => boolean
+  storeErrors?: ((error: GraphQLError) => boolean) | undefined
   /** Where the plugin's diagnostics go. @default defaultLogger (console, prefixed) */
-  logger?: Logger
+  logger?: Logger | undefined
   /**
    * Run each mutation operation in one database transaction with its record (the engine's
    * transactional mode; needs the Drizzle store, else a TypeError here): resolvers write
@@ -103,16 +107,16 @@ export interface UseIdempotencyOptions<TContext = DefaultContext> {
    * with the recorded result or not at all. Mutations without a key get a transaction too.
    * @default undefined (the engine's `transactional`, itself false by default)
    */
-  transactional?: boolean
+  transactional?: boolean | undefined
   /** The context field that carries the transaction in transactional mode. @default 'tx' */
-  transactionField?: string
+  transactionField?: string | undefined
   /**
    * Add `context.idempotency` (`deriveKey(name)`, `takeover`, `tx`) to the context of every
    * mutation the plugin runs. Transactional mode always adds it. For a mutation without a
    * key, `deriveKey` throws.
    * @default false
    */
-  exposeContext?: boolean
+  exposeContext?: boolean | undefined
 }
 
 /**
@@ -121,7 +125,7 @@ export interface UseIdempotencyOptions<TContext = DefaultContext> {
  * `transactionField`, in transactional mode). Intersect it with your context type.
  */
 export type IdempotencyContextFields<TTransaction = unknown, TField extends string = 'tx'> = {
-  idempotency?: HandlerContext<TTransaction>
+  idempotency?: HandlerContext<TTransaction> | undefined
 } & { [K in TField]?: TTransaction }
 
 /** The Yoga server hooks the plugin adds to Envelop's; typed here so Yoga is not a dependency. */
@@ -154,8 +158,8 @@ export const replayHeader = 'Idempotent-Replay'
 export function defaultStoreGraphQLErrors(error: GraphQLError): boolean {
   if (!isOriginalGraphQLError(error)) return false
   const extensions = (error.extensions ?? {}) as {
-    unexpected?: unknown
-    http?: { status?: unknown }
+    unexpected?: unknown | undefined
+    http?: { status?: unknown } | undefined
   }
   if (extensions.unexpected === true) return false
   const status = extensions.http?.status

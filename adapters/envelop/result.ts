@@ -44,12 +44,12 @@ export function isOriginalGraphQLError(error: unknown): boolean {
 /** An error of a recorded result: its JSON form plus what Yoga needs to pick the status. */
 interface RecordedError {
   message: string
-  locations?: SourceLocation[]
-  path?: ReadonlyArray<string | number>
+  locations?: SourceLocation[] | undefined
+  path?: ReadonlyArray<string | number> | undefined
   /** Kept whole, `http` and `unexpected` included: Yoga derives the HTTP status from them. */
-  extensions?: Record<string, unknown>
+  extensions?: Record<string, unknown> | undefined
   /** The error wrapped a non-GraphQL error (possible only when masking is off). */
-  unexpectedOrigin?: true
+  unexpectedOrigin?: true | undefined
 }
 
 /** What the plugin stores: the execution result as the client got it, keys in order. */
@@ -84,9 +84,9 @@ function recordError(error: unknown): RecordedError {
       : { message: String((error as { message?: unknown })?.message ?? error) }
   ) as {
     message: string
-    locations?: SourceLocation[]
-    path?: (string | number)[]
-    extensions?: Record<string, unknown>
+    locations?: SourceLocation[] | undefined
+    path?: (string | number)[] | undefined
+    extensions?: Record<string, unknown> | undefined
   }
   const recorded: RecordedError = { message: json.message }
   if (json.locations) recorded.locations = json.locations
@@ -132,8 +132,8 @@ function rebuildError(recorded: RecordedError): GraphQLError {
  * document may be formatted differently, so its offsets would give other locations.
  */
 function locationsAsPositions(locations: readonly SourceLocation[] | undefined): {
-  source?: Source
-  positions?: number[]
+  source?: Source | undefined
+  positions?: number[] | undefined
 } {
   if (!locations?.length) return {}
   const valid = locations.every(

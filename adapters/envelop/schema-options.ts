@@ -36,12 +36,12 @@ directive @idempotent(
  */
 export interface IdempotencyFieldOptions {
   /** Reject calls of this field that arrive without a key. @default the engine's `required` */
-  required?: boolean
+  required?: boolean | undefined
   /**
    * How long the result is replayed: milliseconds or a string such as `'1h'` (unlike SDL's
    * `ttl: Int`, which is in seconds). @default the engine's `ttl`
    */
-  ttl?: Duration
+  ttl?: Duration | undefined
 }
 
 /** What one marked mutation field asks for; `ttl` already in milliseconds. */

@@ -68,9 +68,9 @@ export interface RecordedTRPCError {
   code: TRPC_ERROR_CODE_KEY
   message: string
   /** A JSON copy of the cause (name, message, own data fields), for formatters that read it. */
-  cause?: Record<string, unknown>
+  cause?: Record<string, unknown> | undefined
   /** The exact shape the client got, when it was known at record time. */
-  shape?: unknown
+  shape?: unknown | undefined
 }
 
 /** Where a recorded error shape comes from: the root config of `t = initTRPC.create()`. */

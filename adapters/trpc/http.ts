@@ -9,16 +9,16 @@ import { readKeyHeader } from '../../src'
  * fine: the header is then simply absent.
  */
 interface HttpContext {
-  req?: { headers?: unknown; url?: unknown }
-  resHeaders?: { set(name: string, value: string): void }
+  req?: { headers?: unknown; url?: unknown } | undefined
+  resHeaders?: { set(name: string, value: string): void } | undefined
   res?: {
     /** Node's `ServerResponse`. */
     setHeader?(name: string, value: string): unknown
-    headersSent?: boolean
+    headersSent?: boolean | undefined
     /** Fastify's `FastifyReply`: `header()`, `sent`, and the `ServerResponse` as `raw`. */
     header?(name: string, value: string): unknown
-    sent?: boolean
-    raw?: { headersSent?: boolean }
+    sent?: boolean | undefined
+    raw?: { headersSent?: boolean } | undefined
   }
 }
 

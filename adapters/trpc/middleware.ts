@@ -26,17 +26,17 @@ import { replayedResult } from './result'
 /** Per-procedure settings, given with `.meta({ idempotency: { ... } })`. */
 export interface IdempotencyProcedureOptions {
   /** Reject calls without a key with 400 `KEY_REQUIRED`. @default the middleware's `required` */
-  required?: boolean
+  required?: boolean | undefined
   /** How long this procedure's completed records are replayed. @default the engine's `ttl` ('24h') */
-  ttl?: Duration
+  ttl?: Duration | undefined
   /** How long an execution holds its lease. @default the engine's `lockTimeout` ('60s') */
-  lockTimeout?: Duration
+  lockTimeout?: Duration | undefined
 }
 
 /** The meta type that carries {@link IdempotencyProcedureOptions}: `initTRPC.meta<IdempotencyMeta>()`. */
 export interface IdempotencyMeta {
   /** This procedure's idempotency settings. @default undefined (the middleware's and engine's) */
-  idempotency?: IdempotencyProcedureOptions
+  idempotency?: IdempotencyProcedureOptions | undefined
 }
 
 /** What `scope` and `getKey` are told about the call. */
@@ -58,35 +58,39 @@ export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = 
    * Called only for calls that carry a key.
    * @default () => '' (one scope for every caller)
    */
-  scope?: (
-    info: IdempotencyCallInfo<TContext>,
-  ) => string | number | null | undefined | Promise<string | number | null | undefined>
+  scope?:
+    | ((
+        info: IdempotencyCallInfo<TContext>,
+      ) => string | number | null | undefined | Promise<string | number | null | undefined>)
+    | undefined
   /**
    * Finds the key yourself; replaces both the `Idempotency-Key` header and the input field.
    * Return `undefined` or `null` for "no key". May be async.
    * @default undefined (header and input field)
    */
-  getKey?: (
-    info: IdempotencyCallInfo<TContext>,
-  ) => string | null | undefined | Promise<string | null | undefined>
+  getKey?:
+    | ((
+        info: IdempotencyCallInfo<TContext>,
+      ) => string | null | undefined | Promise<string | null | undefined>)
+    | undefined
   /**
    * The input field that carries a per-call key. It is not part of the fingerprint.
    * @default 'idempotencyKey'
    */
-  keyField?: string
+  keyField?: string | undefined
   /**
    * Reject mutations without a key with 400 `KEY_REQUIRED`; a procedure's
    * `meta.idempotency.required` overrides it.
    * @default undefined (the engine's `required`, itself false by default)
    */
-  required?: boolean
+  required?: boolean | undefined
   /**
    * Which failures are recorded and replayed (true) instead of releasing the key. Called with the
    * `TRPCError` the procedure failed with (a plain throw arrives as INTERNAL_SERVER_ERROR with
    * the original in `cause`).
    * @default defaultTRPCStoreErrors (4xx codes except 408, 409, 429 and 499)
    */
-  storeErrors?: (error: TRPCError) => boolean
+  storeErrors?: ((error: TRPCError) => boolean) | undefined
   /**
    * Your tRPC root, `t` from `initTRPC...create()`. With it, a recorded error keeps the exact
    * shape your `errorFormatter` gave it, and the first caller and every retry get that same
@@ -95,7 +99,7 @@ export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = 
    * cause, and your `errorFormatter` formats it again.
    * @default undefined
    */
-  root?: TRPCRootLike
+  root?: TRPCRootLike | undefined
   /**
    * Run each mutation in one database transaction with its record (the engine's transactional
    * mode; needs the Drizzle store, else a TypeError here): the procedure writes through
@@ -103,16 +107,16 @@ export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = 
    * a key get a transaction too. `true` also types `ctx.tx` and `ctx.idempotency`.
    * @default undefined (the engine's `transactional`, itself false by default)
    */
-  transactional?: boolean
+  transactional?: boolean | undefined
   /** The context field that carries the transaction in transactional mode. @default 'tx' */
-  transactionField?: string
+  transactionField?: string | undefined
   /**
    * Add `ctx.idempotency` ({@link HandlerContext}: `deriveKey(name)`, `takeover`, `tx`) to the
    * context of every mutation the middleware runs, and to the context's type. Transactional mode
    * always adds it. For a mutation without a key, `deriveKey` throws.
    * @default false
    */
-  exposeContext?: boolean
+  exposeContext?: boolean | undefined
 }
 
 /** The context fields a transactional middleware adds: `ctx.tx` (or your name) and `ctx.idempotency`. */
@@ -197,7 +201,7 @@ export function createIdempotencyMiddleware<
 >(
   options: IdempotencyMiddlewareOptions<TContext, TTransaction> & {
     transactional: true
-    transactionField?: TField
+    transactionField?: TField | undefined
   },
 ): IdempotencyMiddleware<TContext, IdempotencyTransactionContext<TTransaction, TField>>
 export function createIdempotencyMiddleware<TContext = object, TTransaction = unknown>(

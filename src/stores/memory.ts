@@ -16,14 +16,14 @@ export interface MemoryStoreOptions {
    * `now`); an engine with another clock over the same store is then refused with a TypeError.
    * @default the first engine's clock
    */
-  now?: () => number
+  now?: (() => number) | undefined
   /**
    * The most records kept. When full, expired records go first, then completed ones (and
    * lapsed leases), taken round the store (scope by scope, in claim order within each); a
    * record under a valid lease is never evicted (a full store of those rejects claims).
    * @default 10000
    */
-  maxRecords?: number
+  maxRecords?: number | undefined
 }
 
 /**

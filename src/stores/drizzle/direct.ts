@@ -113,11 +113,11 @@ export function directStatementsFor(
 function isPostgresJs(client: unknown): client is PostgresJsClient {
   const candidate = client as
     | (((...args: never[]) => unknown) & {
-        unsafe?: unknown
-        begin?: unknown
-        options?: { parsers?: unknown }
-        savepoint?: unknown
-        typed?: unknown
+        unsafe?: unknown | undefined
+        begin?: unknown | undefined
+        options?: { parsers?: unknown } | undefined
+        savepoint?: unknown | undefined
+        typed?: unknown | undefined
       })
     | undefined
   return (

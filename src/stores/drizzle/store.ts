@@ -44,7 +44,7 @@ export interface DrizzleStoreOptions {
    * `defineIdempotencyTable(name, schema)` (for example one in your drizzle-kit schema).
    * @default idempotencyKeys (table `idempotency_keys` in the default schema)
    */
-  table?: IdempotencyTable
+  table?: IdempotencyTable | undefined
 }
 
 /**

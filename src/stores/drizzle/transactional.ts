@@ -127,9 +127,9 @@ export interface TransactionStatements {
   complete: Statement
   setLockTimeout: Statement
   /** On PGlite: creates the functions, before a transaction begins. */
-  ensureFunctions?: () => Promise<void>
+  ensureFunctions?: (() => Promise<void>) | undefined
   /** On PGlite: forgets every function of the instance, after a call found one dropped. */
-  forgetFunctions?: () => void
+  forgetFunctions?: (() => void) | undefined
 }
 
 export function transactionStatements(

@@ -8,7 +8,7 @@ export interface IoRedisClientLike {
   evalsha(sha1: string, numberOfKeys: number, ...keysAndArguments: string[]): Promise<unknown>
   eval(script: string, numberOfKeys: number, ...keysAndArguments: string[]): Promise<unknown>
   /** ioredis' connection state: `'wait' | 'connecting' | 'connect' | 'ready' | 'reconnecting' | …` */
-  readonly status?: string
+  readonly status?: string | undefined
 }
 
 /** The arguments node-redis takes for `EVAL` and `EVALSHA`. */
@@ -25,7 +25,7 @@ export interface NodeRedisClientLike {
   evalSha(sha1: string, options: NodeRedisEvalOptions): Promise<unknown>
   eval(script: string, options: NodeRedisEvalOptions): Promise<unknown>
   /** node-redis: true once connected and ready; false while connecting, reconnecting or closed. */
-  readonly isReady?: boolean
+  readonly isReady?: boolean | undefined
 }
 
 /** A connected `ioredis` (5 or 6) or node-redis (4, 5 or 6) client; which one is told apart by its methods. */

@@ -21,7 +21,7 @@ export interface RedisStoreOptions {
    * record's Redis Cluster hash tag.
    * @default 'idem:'
    */
-  prefix?: string
+  prefix?: string | undefined
   /**
    * Throw at once (the engine answers 503 `STORE_UNAVAILABLE`) when the client itself reports
    * that it is not connected: ioredis `status` other than `'ready'` (or `'wait'`, lazyConnect's
@@ -31,7 +31,7 @@ export interface RedisStoreOptions {
    * own settings.
    * @default true
    */
-  requireReady?: boolean
+  requireReady?: boolean | undefined
 }
 
 /** The Redis store: an {@link IdempotencyStore} plus where it keeps a record. */
