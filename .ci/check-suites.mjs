@@ -1,26 +1,45 @@
-// Reads vitest's JSON report and fails unless the suites that need real services ran and passed.
+// Reads vitest JSON reports (one per CI leg) and fails unless, in each, the suites that need real
+// services ran and passed.
+//   node check-suites.mjs A.json B.json      each leg ran [postgres] and [redis] tests, none failed
+//   node check-suites.mjs --only postgres A  the same for [postgres] alone
+//   node check-suites.mjs --totals A B ...   one line of totals over all the legs
 import { readFileSync } from 'node:fs'
+import { basename } from 'node:path'
 
-const report = JSON.parse(readFileSync(process.argv[2], 'utf8'))
-const required = ['[postgres]', '[redis]']
-const counts = Object.fromEntries(required.map((tag) => [tag, 0]))
+const args = process.argv.slice(2)
+const totalsOnly = args[0] === '--totals'
+const only = args[0] === '--only' ? args[1] : undefined
+const files = args.slice(totalsOnly ? 1 : only ? 2 : 0)
+const required = only ? [`[${only}]`] : ['[postgres]', '[redis]']
+
 const totals = { passed: 0, failed: 0, skipped: 0 }
-for (const file of report.testResults) {
-  for (const test of file.assertionResults) {
-    if (test.status === 'passed') totals.passed++
-    else if (test.status === 'failed') totals.failed++
-    else totals.skipped++
-    for (const tag of required) {
-      if (test.fullName.includes(tag) && test.status === 'passed') counts[tag]++
+let failed = false
+for (const file of files) {
+  const report = JSON.parse(readFileSync(file, 'utf8'))
+  const counts = Object.fromEntries(required.map((tag) => [tag, 0]))
+  const leg = { passed: 0, failed: 0, skipped: 0 }
+  for (const result of report.testResults) {
+    for (const test of result.assertionResults) {
+      if (test.status === 'passed') leg.passed++
+      else if (test.status === 'failed') leg.failed++
+      else leg.skipped++
+      for (const tag of required) {
+        if (test.fullName.includes(tag) && test.status === 'passed') counts[tag]++
+      }
     }
   }
-}
-for (const [tag, passed] of Object.entries(counts)) {
-  console.log(`suites tagged ${tag}: ${passed} tests passed`)
-  if (passed === 0) {
-    console.error(`CI: no ${tag} test ran; the real-service suites must run on CI`)
-    process.exit(1)
+  for (const key of Object.keys(totals)) totals[key] += leg[key]
+  if (totalsOnly) continue
+  const name = basename(file, '.json').replace(/^test-results-/, '')
+  for (const [tag, passed] of Object.entries(counts)) {
+    console.log(`${name}: suites tagged ${tag}: ${passed} tests passed`)
+    if (passed === 0) {
+      console.error(`CI: no ${tag} test ran on ${name}; the real-service suites must run on CI`)
+      failed = true
+    }
   }
+  if (leg.failed > 0) failed = true
 }
-console.log(`${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`)
-if (totals.failed > 0) process.exit(1)
+if (totalsOnly)
+  console.log(`${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`)
+if (failed || totals.failed > 0) process.exit(1)

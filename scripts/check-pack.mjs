@@ -387,6 +387,37 @@ export const names${index}: (keyof typeof m${index})[] = ${JSON.stringify(subpat
     moduleResolution: 'nodenext',
     skipLibCheck: false,
   })
+  // 9. A project that already has the current Redis client majors installs the tarball without
+  //    flags (the peer ranges take them), and the store runs on both when REDIS_URL is set.
+  if (specifiers.includes(`${pkg.name}/redis`)) {
+    const current = join(work, 'current-redis-clients')
+    mkdirSync(current)
+    writeFileSync(join(current, 'package.json'), JSON.stringify({ private: true, type: 'module' }))
+    const clients = [
+      `ioredis@${installedVersion('ioredis6')}`,
+      `redis@${installedVersion('redis6')}`,
+    ]
+    const flags = ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--prefer-offline']
+    run('npm', [...flags, ...clients], current)
+    try {
+      run('npm', [...flags, join(work, packed.filename)], current)
+    } catch (error) {
+      fail(
+        `npm install of the tarball beside ${clients.join(', ')}: ${error.stderr || error.message}`,
+      )
+    }
+    log(`installed the tarball, without flags, into a project that has ${clients.join(', ')}`)
+    if (process.env.REDIS_URL) {
+      writeFileSync(join(current, 'redis.mjs'), currentRedisClientsFile(pkg.name))
+      try {
+        log(run(process.execPath, ['redis.mjs'], current).trim())
+      } catch (error) {
+        fail(`the Redis store on ${clients.join(', ')}: ${error.stderr || error.message}`)
+      }
+    } else {
+      log('skipped running the Redis store on those clients: REDIS_URL is not set')
+    }
+  }
   log(`ok: ${present.length} of ${exportsMap.length} subpaths checked`)
 } catch (error) {
   if (process.exitCode !== 1) {
@@ -482,6 +513,41 @@ export const plugin = useIdempotency({ idempotency, scope: () => 'user-1' })
 export const typeDefs: string = idempotentDirectiveTypeDefs
 export const client = idempotentFetch(fetch)
 export const factories = [createRedisStore]
+`
+}
+
+/** Runs one keyed operation, its replay and a reused key on ioredis and on node-redis. */
+function currentRedisClientsFile(name) {
+  return `import { createIdempotency, KeyReusedError } from '${name}'
+import { createRedisStore } from '${name}/redis'
+import { Redis } from 'ioredis'
+import { createClient } from 'redis'
+const io = new Redis(process.env.REDIS_URL, { lazyConnect: true })
+await io.connect()
+const nodeRedis = await createClient({ url: process.env.REDIS_URL }).connect()
+const versions = []
+for (const [library, client] of [['ioredis', io], ['redis', nodeRedis]]) {
+  const prefix = 'pack-check:' + library + ':' + process.pid + ':' + Date.now() + ':'
+  const idempotency = createIdempotency({ store: createRedisStore(client, { prefix }) })
+  let runs = 0
+  const request = { key: 'k-1', operation: 'pay', payload: { amount: 1 } }
+  const first = await idempotency.execute(request, async () => ++runs)
+  const retry = await idempotency.execute(request, async () => ++runs)
+  const reused = await idempotency
+    .execute({ ...request, payload: { amount: 2 } }, async () => ++runs)
+    .catch((error) => error)
+  if (first.value !== 1 || !retry.replayed || retry.value !== 1 || runs !== 1) {
+    throw new Error(library + ': the key did not run once and replay')
+  }
+  if (!(reused instanceof KeyReusedError)) throw new Error(library + ': no KEY_REUSED for another payload')
+  const { version } = JSON.parse(
+    (await import('node:fs')).readFileSync('node_modules/' + library + '/package.json', 'utf8'),
+  )
+  versions.push(library + ' ' + version)
+}
+io.disconnect()
+await nodeRedis.close()
+console.log('the Redis store ran once, replayed and answered KEY_REUSED on ' + versions.join(' and '))
 `
 }
 

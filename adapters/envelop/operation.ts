@@ -2,9 +2,6 @@ import {
   type DocumentNode,
   type FieldNode,
   type FragmentDefinitionNode,
-  GraphQLIncludeDirective,
-  GraphQLSkipDirective,
-  getDirectiveValues,
   Kind,
   type OperationDefinitionNode,
   print,
@@ -158,16 +155,24 @@ function collectRootFields(
   return { rootFields, fieldNames, fragments: shape.fragments, incremental: shape.incremental }
 }
 
+/**
+ * False when `@skip(if: true)` or `@include(if: false)` leaves `selection` out, with `if` a
+ * literal or a variable the request gives as a boolean. Read from the directive nodes rather
+ * than through graphql's `getDirectiveValues`, whose variables argument changed shape in
+ * graphql 17. Anything else (a missing or non-boolean variable, which the executor refuses with
+ * a proper error) counts the field: the conservative choice, since it can only make the key
+ * required, never drop it.
+ */
 function isIncluded(selection: SelectionNode, variables: Variables): boolean {
-  if (!selection.directives?.length) return true
-  try {
-    if (getDirectiveValues(GraphQLSkipDirective, selection, variables)?.if === true) return false
-    if (getDirectiveValues(GraphQLIncludeDirective, selection, variables)?.if === false) {
-      return false
-    }
-  } catch {
-    // Bad `if:` values fail in the executor with a proper error; counting the field is the
-    // conservative choice here (it can only make the key required, never drop it).
+  for (const directive of selection.directives ?? []) {
+    const name = directive.name.value
+    if (name !== 'skip' && name !== 'include') continue
+    const value = directive.arguments?.find((argument) => argument.name.value === 'if')?.value
+    let condition: unknown
+    if (value?.kind === Kind.BOOLEAN) condition = value.value
+    else if (value?.kind === Kind.VARIABLE) condition = variables[value.name.value]
+    if (typeof condition !== 'boolean') continue
+    if (name === 'skip' ? condition : !condition) return false
   }
   return true
 }
