@@ -369,6 +369,14 @@ export const names${index}: (keyof typeof m${index})[] = ${JSON.stringify(subpat
     skipLibCheck: true,
     ignoreDeprecations: '5.0',
   })
+  // NestJS 11's default: nodenext in a CommonJS package (TypeScript 5.8+ lets it require ESM).
+  writeFileSync(join(cjs, 'check-nodenext.ts'), `${typeChecks.join('\n')}\n`)
+  typeCheck(cjs, 'nodenext in a CommonJS package', ['check-nodenext.ts'], {
+    ...baseOptions,
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    skipLibCheck: true,
+  })
   // A GraphQL-only app: the same node_modules without the tRPC packages, skipLibCheck off.
   const graphqlOnly = join(work, 'graphql-only')
   mkdirSync(join(graphqlOnly, 'node_modules'), { recursive: true })
@@ -448,7 +456,6 @@ function typeCheck(folder, label, files, compilerOptions) {
 function normalizeSql(text) {
   return text
     .replace(/--.*$/gm, '')
-    .replaceAll('--> statement-breakpoint', '')
     .replaceAll(' IF NOT EXISTS', '')
     .replace(/USING btree /g, '')
     .replace(/\s+/g, ' ')
@@ -460,12 +467,21 @@ function normalizeSql(text) {
 /** Every factory's options given explicitly as undefined, as exactOptionalPropertyTypes users may. */
 function userOptionsFile(name) {
   return `import { createIdempotency, createMemoryStore } from '${name}'
+import { createDrizzleStore, idempotencyKeys } from '${name}/drizzle'
+import { createRedisStore } from '${name}/redis'
 import { createIdempotencyMiddleware } from '${name}/trpc'
 import { useIdempotency } from '${name}/envelop'
 import { idempotencyLink, idempotentFetch } from '${name}/client'
 const maybe = <T>(value: T): T | undefined => (Math.random() > 2 ? value : undefined)
+declare const db: Parameters<typeof createDrizzleStore>[0]
+declare const redis: Parameters<typeof createRedisStore>[0]
+export const stores = [
+  createDrizzleStore(db, { table: maybe(idempotencyKeys) }),
+  createRedisStore(redis, { prefix: maybe('idem:'), requireReady: maybe(true) }),
+]
 const idempotency = createIdempotency({
   store: createMemoryStore({ now: maybe(() => 0) }),
+  replayCache: maybe({ maxEntries: maybe(10), maxAge: maybe('1m') }),
   ttl: maybe('24h'),
   lockTimeout: maybe('60s'),
   required: maybe(false),
@@ -494,7 +510,14 @@ export const plugin = useIdempotency({
   mode: maybe('all'),
   storeErrors: maybe(() => false),
 })
-export const link = idempotencyLink({ maxAttempts: maybe(3), retryOn: maybe(() => true) })
+const sleep = (ms: number, signal: AbortSignal | undefined) => Promise.resolve(void [ms, signal])
+export const link = idempotencyLink({
+  maxAttempts: maybe(3),
+  retryOn: maybe(() => true),
+  sleep: maybe(sleep),
+  backoff: maybe({ initialDelay: maybe('100ms') }),
+  signal: maybe(AbortSignal.timeout(1000)),
+})
 export const wrapped = idempotentFetch(fetch, { maxAttempts: maybe(2), generateKey: maybe(() => 'k') })
 `
 }

@@ -34,7 +34,7 @@ export class IdempotencyError extends Error {
   constructor(
     code: IdempotencyErrorCode,
     message: string,
-    options: IdempotencyErrorOptions & { retryAfter?: number } = {},
+    options: IdempotencyErrorOptions & { retryAfter?: number | undefined } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause })
     this.code = code

@@ -85,7 +85,7 @@ export interface RetryOptions {
    * Waits between attempts; must reject when `signal` aborts. Replace it to move time in tests.
    * @default an abortable setTimeout
    */
-  sleep?: (ms: number, signal: AbortSignal | undefined) => Promise<void>
+  sleep?: ((ms: number, signal: AbortSignal | undefined) => Promise<void>) | undefined
   /** Where warnings go (a misconfigured link, an `onRetry` that threw). @default console, prefixed '[idempotent-mutations]' */
   logger?: Logger | undefined
 }

@@ -134,9 +134,10 @@ function collectRootFields(
 ): MutationAnalysis {
   const rootFields: FieldNode[] = []
   const visited = new Set<string>()
+  const values = withBooleanDefaults(operation, variables)
   const collect = (selectionSet: SelectionSetNode): void => {
     for (const selection of selectionSet.selections) {
-      if (!isIncluded(selection, variables)) continue
+      if (!isIncluded(selection, values)) continue
       if (selection.kind === Kind.FIELD) rootFields.push(selection)
       else if (selection.kind === Kind.INLINE_FRAGMENT) collect(selection.selectionSet)
       else {
@@ -153,6 +154,21 @@ function collectRootFields(
 
   const fieldNames = [...new Set(rootFields.map((field) => field.name.value))].sort()
   return { rootFields, fieldNames, fragments: shape.fragments, incremental: shape.incremental }
+}
+
+/**
+ * The request's variables, plus the boolean defaults the operation declares for those it does
+ * not give (`mutation ($dry: Boolean = true)`), as the executor coerces them for `@skip(if:)`.
+ */
+function withBooleanDefaults(operation: OperationDefinitionNode, variables: Variables): Variables {
+  let values = variables
+  for (const definition of operation.variableDefinitions ?? []) {
+    const name = definition.variable.name.value
+    if (definition.defaultValue?.kind !== Kind.BOOLEAN || Object.hasOwn(variables, name)) continue
+    if (values === variables) values = { ...variables }
+    ;(values as Record<string, unknown>)[name] = definition.defaultValue.value
+  }
+  return values
 }
 
 /**

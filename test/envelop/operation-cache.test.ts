@@ -25,6 +25,18 @@ describe('per-document analysis reused across requests', () => {
     expect(analyse(document, { no: true }).analysis.fieldNames).toEqual(['createOrder'])
   })
 
+  it('applies the operation’s boolean defaults to @skip and @include when the request gives no value', () => {
+    const document = parse(
+      'mutation ($dry: Boolean = true, $log: Boolean = false) { chargeCard(amount: 1) @skip(if: $dry) audit @include(if: $log) createOrder(item: "a") { id } }',
+    )
+    expect(analyse(document, {}).analysis.fieldNames).toEqual(['createOrder'])
+    expect(analyse(document, { dry: false, log: true }).analysis.fieldNames).toEqual([
+      'audit',
+      'chargeCard',
+      'createOrder',
+    ])
+  })
+
   it('fingerprints a reused document exactly like a fresh parse of the same operation', () => {
     const text =
       'mutation Pay($n: Int!) { ...P } fragment P on Mutation { chargeCard(amount: $n) } fragment Unused on Mutation { sendEmail(to: "x") }'
