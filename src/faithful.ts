@@ -1,4 +1,4 @@
-import { SuperJSON, type SuperJSONResult } from 'superjson'
+import superjson, { SuperJSON, type SuperJSONResult } from 'superjson'
 
 /**
  * The superjson the default codec writes with: a private instance, so the types registered here
@@ -161,8 +161,22 @@ function wireJson(value: unknown): string | undefined {
 }
 
 /**
+ * What a client of an app whose tRPC transformer is the global superjson is sent for `value`
+ * (with whatever types the app registered on it): an unregistered symbol at the top, for one,
+ * becomes no value there, and `undefined` after a round trip.
+ */
+function superjsonWire(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(superjson.serialize(value))
+  } catch {
+    return '\u0000unwritable'
+  }
+}
+
+/**
  * superjson's text for `value`, checked to read back faithfully: it decodes, the decoded value
- * encodes to the very same text, and a client would be sent the same JSON for both. Throws when
+ * encodes to the very same text, and a client would be sent the same JSON for both (with no
+ * transformer, and with superjson as the app's transformer). Throws when
  * any of these fails (a getter that throws, a proxy that answers differently each time, a class
  * whose `toJSON` the decoded plain object lacks): the engine then keeps the record without a body.
  */
@@ -172,8 +186,27 @@ export function encodeFaithfully(value: unknown): string {
   if (codecSuperJson.stringify(decoded) !== text) {
     throw new Error('the outcome does not read back as it was written (its encoding differs)')
   }
-  if (wireJson(decoded) !== wireJson(value)) {
+  if (!sameOnTheWire(decoded, value)) {
     throw new Error('the outcome does not read back as it was written (its JSON differs)')
   }
+  // An outcome's value (or error) reaches the transport on its own, where a symbol and the
+  // undefined it reads back as are written differently: each member is compared on its own too.
+  if (isRecord(value)) {
+    for (const name of Object.keys(value)) {
+      if (!sameOnTheWire((decoded as Record<string, unknown>)[name], value[name])) {
+        throw new Error(`the outcome does not read back as it was written (its ${name} differs)`)
+      }
+    }
+  }
   return text
+}
+
+function sameOnTheWire(decoded: unknown, value: unknown): boolean {
+  return wireJson(decoded) === wireJson(value) && superjsonWire(decoded) === superjsonWire(value)
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object') return false
+  const prototype = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === null
 }

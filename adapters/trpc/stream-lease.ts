@@ -59,7 +59,20 @@ export function handOverStream(result: OkResult, lease: Lease, call: StreamCallI
     })
     return { kind: 'settle', result: errorResult(result, refusal) }
   }
-  const data = recordStream(result.data, {
+  let data: unknown
+  try {
+    data = wrap(result.data, lease, call)
+  } catch {
+    // A member that cannot be read twice (a getter that throws): recorded as it is, which the
+    // engine finds unreadable (retries get RESPONSE_NOT_STORED) rather than running it again.
+    return { kind: 'settle', result }
+  }
+  return { kind: 'streaming', result: { ...result, data } }
+}
+
+/** The output with its streamed parts wrapped; the lease settles when they have been read. */
+function wrap(output: unknown, lease: Lease, call: StreamCallInfo): unknown {
+  return recordStream(output, {
     recordFailure(error) {
       const trpcError = getTRPCErrorFromUnknown(error)
       return call.storeErrors(trpcError) ? recordError(trpcError, call) : undefined
@@ -70,5 +83,4 @@ export function handOverStream(result: OkResult, lease: Lease, call: StreamCallI
       settling.catch(() => {})
     },
   })
-  return { kind: 'streaming', result: { ...result, data } }
 }

@@ -40,9 +40,16 @@ function hasDeferredMember(value: Record<string, unknown>): boolean {
   return false
 }
 
-/** True when tRPC would stream parts of `data` over `httpBatchStreamLink`. */
+/**
+ * True when tRPC would stream parts of `data` over `httpBatchStreamLink`. A member whose getter
+ * throws answers false: such an output is then recorded as any other (and found unreadable).
+ */
 export function isStreamed(data: unknown): boolean {
-  return isDeferred(data) || (isPlainObject(data) && hasDeferredMember(data))
+  try {
+    return isDeferred(data) || (isPlainObject(data) && hasDeferredMember(data))
+  } catch {
+    return false
+  }
 }
 
 /**
@@ -51,7 +58,11 @@ export function isStreamed(data: unknown): boolean {
  */
 export function isRefusedUnstreamed(data: unknown): boolean {
   if (!isObject(data)) return false
-  return isAsyncIterable(data) || Object.values(data).some(isDeferred)
+  try {
+    return isAsyncIterable(data) || Object.values(data).some(isDeferred)
+  } catch {
+    return false
+  }
 }
 
 /**

@@ -1,0 +1,237 @@
+import { initTRPC } from '@trpc/server'
+import { fetchRequestHandler } from '@trpc/server/adapters/fetch'
+import fc from 'fast-check'
+import { createSchema, createYoga } from 'graphql-yoga'
+import superjson from 'superjson'
+import { describe, expect, it, vi } from 'vitest'
+import { useIdempotency } from '../../adapters/envelop'
+import { createIdempotencyMiddleware } from '../../adapters/trpc'
+import { createIdempotency, createMemoryStore, defaultCodec, isIdempotencyError } from '../../src'
+
+/**
+ * The replay promise, for arbitrary outputs: a retry gets the very bytes the first caller got,
+ * or 422 RESPONSE_NOT_STORED; never a 500 the first caller did not get, never a second
+ * execution. Random each run; fast-check prints the seed and the failing value on a failure.
+ */
+
+class Point {
+  constructor(
+    public x: unknown,
+    public y: unknown,
+  ) {}
+  describe() {
+    return 'point'
+  }
+}
+
+class NamedError extends Error {
+  override name = 'NamedError'
+}
+
+const error = fc
+  .record({
+    message: fc.string(),
+    named: fc.boolean(),
+    fields: fc.dictionary(fc.string({ maxLength: 6 }), fc.anything({ maxDepth: 1 }), {
+      maxKeys: 3,
+    }),
+    cause: fc.option(fc.anything({ maxDepth: 1 }), { nil: undefined }),
+  })
+  .map(({ message, named, fields, cause }) => {
+    const options = cause === undefined ? undefined : { cause }
+    const made = named ? new NamedError(message, options) : new Error(message, options)
+    return Object.assign(made, fields)
+  })
+
+/** Shapes meant to break a codec: cycles, getters that throw, proxies, null prototypes. */
+const hostile = fc.oneof(
+  fc.anything({ maxDepth: 1 }).map((value) => {
+    const cycle: Record<string, unknown> = { value }
+    cycle.self = cycle
+    return cycle
+  }),
+  fc.anything({ maxDepth: 1 }).map((value) => ({
+    value,
+    get broken(): never {
+      throw new Error('not loaded')
+    },
+  })),
+  fc.anything({ maxDepth: 1 }).map((value) => new Proxy({ value, at: new Date(0) }, {})),
+  fc.anything({ maxDepth: 1 }).map(
+    (value) =>
+      new Proxy(
+        { value, secret: 1 },
+        {
+          ownKeys: () => ['value'],
+          getOwnPropertyDescriptor: (t, k) => Reflect.getOwnPropertyDescriptor(t, k),
+        },
+      ),
+  ),
+)
+
+const leaf = fc.oneof(
+  fc.uint8Array({ maxLength: 8 }).map((bytes) => Buffer.from(bytes)),
+  fc.float64Array({ maxLength: 4 }),
+  fc.int16Array({ maxLength: 4 }),
+  fc.bigInt64Array({ maxLength: 2 }),
+  error,
+  fc
+    .tuple(fc.anything({ maxDepth: 1 }), fc.anything({ maxDepth: 1 }))
+    .map(([x, y]) => new Point(x, y)),
+  fc.constantFrom(-0, Number.NaN, Number.POSITIVE_INFINITY, new Date(Number.NaN), Symbol('s')),
+  hostile,
+)
+
+const output = fc.oneof(
+  fc.anything({
+    maxDepth: 3,
+    withBigInt: true,
+    withDate: true,
+    withMap: true,
+    withSet: true,
+    withTypedArray: true,
+    withSparseArray: true,
+    withNullPrototype: true,
+    withBoxedValues: true,
+    values: [fc.anything(), leaf],
+  }),
+  fc.dictionary(fc.string({ maxLength: 6 }), leaf, { maxKeys: 3 }),
+  fc.array(leaf, { maxLength: 3 }),
+)
+
+const numRuns = 150
+// FC_SEED=<seed> reruns the case fast-check reported.
+const seeded = process.env.FC_SEED ? { seed: Number(process.env.FC_SEED) } : {}
+const quiet = { warn: () => {}, error: () => {} }
+
+interface Answer {
+  status: number
+  body: string
+  replay: string | null
+}
+
+/** Asserts the promise for one output: `call(key)` twice, the handler ran once. */
+async function expectFaithful(
+  call: (key: string) => Promise<Answer>,
+  handler: { mock: { calls: unknown[] } },
+  key: string,
+  notStored: (answer: Answer) => boolean,
+) {
+  const runs = handler.mock.calls.length
+  const first = await call(key)
+  const retry = await call(key)
+  expect(handler.mock.calls.length - runs).toBe(1)
+  if (notStored(retry)) return
+  // A 500 the first caller got too (a BigInt with no transformer) is a replay like any other;
+  // tRPC writes the header twice on that path.
+  expect({ ...retry, replay: retry.replay?.split(', ')[0] }).toEqual({
+    status: first.status,
+    body: first.body,
+    replay: 'true',
+  })
+}
+
+describe('replays never lie (property)', () => {
+  it('the engine replays an equal encoding, or answers RESPONSE_NOT_STORED', async () => {
+    const idempotency = createIdempotency({ store: createMemoryStore(), logger: quiet })
+    let count = 0
+    await fc.assert(
+      fc.asyncProperty(output, async (value) => {
+        const key = `engine-${count++}`
+        const handler = vi.fn(() => value)
+        await idempotency.execute({ key, operation: 'echo' }, handler)
+        let replay: unknown
+        try {
+          replay = (await idempotency.execute({ key, operation: 'echo' }, handler)).value
+        } catch (thrown) {
+          expect(isIdempotencyError(thrown) && thrown.code).toBe('RESPONSE_NOT_STORED')
+          return
+        }
+        expect(handler).toHaveBeenCalledTimes(1)
+        expect(defaultCodec.encode({ ok: true, value: replay })).toBe(
+          defaultCodec.encode({ ok: true, value }),
+        )
+      }),
+      { numRuns, ...seeded },
+    )
+  })
+
+  it.each([false, true])(
+    'tRPC sends a retry the same bytes, or 422 RESPONSE_NOT_STORED (superjson: %s)',
+    async (withSuperjson) => {
+      // Not in development mode: a 500's stack (which differs on every call) stays out of the body.
+      const t = initTRPC.create({
+        isDev: false,
+        ...(withSuperjson ? { transformer: superjson } : {}),
+      })
+      let current: unknown
+      const handler = vi.fn(() => current)
+      const idempotency = createIdempotency({ store: createMemoryStore(), logger: quiet })
+      const procedure = t.procedure.use(createIdempotencyMiddleware({ idempotency, root: t }))
+      const router = t.router({ echo: procedure.mutation(() => handler()) })
+      const call = async (key: string): Promise<Answer> => {
+        const response = await fetchRequestHandler({
+          endpoint: '/trpc',
+          router,
+          req: new Request('http://trpc.test/trpc/echo', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'idempotency-key': key },
+            body: withSuperjson ? '{"json":{}}' : '{}',
+          }),
+          createContext: ({ req, resHeaders }) => ({ req, resHeaders }),
+        })
+        const body = await response.text()
+        return { status: response.status, body, replay: response.headers.get('idempotent-replay') }
+      }
+      let count = 0
+      await fc.assert(
+        fc.asyncProperty(output, async (value) => {
+          current = value
+          await expectFaithful(call, handler, `trpc-${count++}`, (answer) => {
+            return answer.status === 422 && answer.body.includes('could not be stored')
+          })
+        }),
+        { numRuns, ...seeded },
+      )
+    },
+  )
+
+  it('Yoga sends a retry the same bytes, or 422 RESPONSE_NOT_STORED', async () => {
+    let current: unknown
+    // A resolver that returns an Error fails its field (graphql-js), which releases the key by
+    // the failure policy: such a value goes one level down.
+    const handler = vi.fn(() => (current instanceof Error ? { error: current } : current))
+    const idempotency = createIdempotency({ store: createMemoryStore(), logger: quiet })
+    const yoga = createYoga({
+      logging: false,
+      schema: createSchema({
+        typeDefs: 'scalar Any\ntype Query { ok: Int }\ntype Mutation { echo: Any }',
+        // A scalar that hands Yoga the value as it is: the whole output reaches the wire.
+        resolvers: {
+          Any: { serialize: (value: unknown) => value } as never,
+          Mutation: { echo: handler },
+        },
+      }),
+      plugins: [useIdempotency({ idempotency })],
+    })
+    const call = async (key: string): Promise<Answer> => {
+      const response = await yoga.fetch('http://yoga.test/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ query: 'mutation { echo }' }),
+      })
+      const body = await response.text()
+      return { status: response.status, body, replay: response.headers.get('idempotent-replay') }
+    }
+    let count = 0
+    await fc.assert(
+      fc.asyncProperty(output, async (value) => {
+        current = value
+        await expectFaithful(call, handler, `yoga-${count++}`, (answer) => {
+          return answer.status === 422 && answer.body.includes('IDEMPOTENCY_RESPONSE_NOT_STORED')
+        })
+      }),
+      { numRuns, ...seeded },
+    )
+  })
+})
