@@ -1,12 +1,7 @@
-import { initTRPC } from '@trpc/server'
-import { fetchRequestHandler } from '@trpc/server/adapters/fetch'
 import fc from 'fast-check'
-import { createSchema, createYoga } from 'graphql-yoga'
-import superjson from 'superjson'
 import { describe, expect, it, vi } from 'vitest'
-import { useIdempotency } from '../../adapters/envelop'
-import { createIdempotencyMiddleware } from '../../adapters/trpc'
 import { createIdempotency, createMemoryStore, defaultCodec, isIdempotencyError } from '../../src'
+import { type Answer, createTRPCEcho, createYogaEcho } from '../support/echo-servers'
 
 /**
  * The replay promise, for arbitrary outputs: a retry gets the very bytes the first caller got,
@@ -104,12 +99,6 @@ const numRuns = 150
 const seeded = process.env.FC_SEED ? { seed: Number(process.env.FC_SEED) } : {}
 const quiet = { warn: () => {}, error: () => {} }
 
-interface Answer {
-  status: number
-  body: string
-  replay: string | null
-}
-
 /** Asserts the promise for one output: `call(key)` twice, the handler ran once. */
 async function expectFaithful(
   call: (key: string) => Promise<Answer>,
@@ -159,35 +148,12 @@ describe('replays never lie (property)', () => {
   it.each([false, true])(
     'tRPC sends a retry the same bytes, or 422 RESPONSE_NOT_STORED (superjson: %s)',
     async (withSuperjson) => {
-      // Not in development mode: a 500's stack (which differs on every call) stays out of the body.
-      const t = initTRPC.create({
-        isDev: false,
-        ...(withSuperjson ? { transformer: superjson } : {}),
-      })
-      let current: unknown
-      const handler = vi.fn(() => current)
-      const idempotency = createIdempotency({ store: createMemoryStore(), logger: quiet })
-      const procedure = t.procedure.use(createIdempotencyMiddleware({ idempotency, root: t }))
-      const router = t.router({ echo: procedure.mutation(() => handler()) })
-      const call = async (key: string): Promise<Answer> => {
-        const response = await fetchRequestHandler({
-          endpoint: '/trpc',
-          router,
-          req: new Request('http://trpc.test/trpc/echo', {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'idempotency-key': key },
-            body: withSuperjson ? '{"json":{}}' : '{}',
-          }),
-          createContext: ({ req, resHeaders }) => ({ req, resHeaders }),
-        })
-        const body = await response.text()
-        return { status: response.status, body, replay: response.headers.get('idempotent-replay') }
-      }
+      const { state, echo, call } = createTRPCEcho({ superjson: withSuperjson })
       let count = 0
       await fc.assert(
         fc.asyncProperty(output, async (value) => {
-          current = value
-          await expectFaithful(call, handler, `trpc-${count++}`, (answer) => {
+          state.output = value
+          await expectFaithful(call, echo, `trpc-${count++}`, (answer) => {
             return answer.status === 422 && answer.body.includes('could not be stored')
           })
         }),
@@ -197,37 +163,12 @@ describe('replays never lie (property)', () => {
   )
 
   it('Yoga sends a retry the same bytes, or 422 RESPONSE_NOT_STORED', async () => {
-    let current: unknown
-    // A resolver that returns an Error fails its field (graphql-js), which releases the key by
-    // the failure policy: such a value goes one level down.
-    const handler = vi.fn(() => (current instanceof Error ? { error: current } : current))
-    const idempotency = createIdempotency({ store: createMemoryStore(), logger: quiet })
-    const yoga = createYoga({
-      logging: false,
-      schema: createSchema({
-        typeDefs: 'scalar Any\ntype Query { ok: Int }\ntype Mutation { echo: Any }',
-        // A scalar that hands Yoga the value as it is: the whole output reaches the wire.
-        resolvers: {
-          Any: { serialize: (value: unknown) => value } as never,
-          Mutation: { echo: handler },
-        },
-      }),
-      plugins: [useIdempotency({ idempotency })],
-    })
-    const call = async (key: string): Promise<Answer> => {
-      const response = await yoga.fetch('http://yoga.test/graphql', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': key },
-        body: JSON.stringify({ query: 'mutation { echo }' }),
-      })
-      const body = await response.text()
-      return { status: response.status, body, replay: response.headers.get('idempotent-replay') }
-    }
+    const { state, echo, call } = createYogaEcho()
     let count = 0
     await fc.assert(
       fc.asyncProperty(output, async (value) => {
-        current = value
-        await expectFaithful(call, handler, `yoga-${count++}`, (answer) => {
+        state.output = value
+        await expectFaithful(call, echo, `yoga-${count++}`, (answer) => {
           return answer.status === 422 && answer.body.includes('IDEMPOTENCY_RESPONSE_NOT_STORED')
         })
       }),
