@@ -1,6 +1,7 @@
 import { TRPCError } from '@trpc/server'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { IdempotencyEvent, IdempotencyEventType } from '../../src'
+import { createTRPCEcho } from '../support/echo-servers'
 import { type App, createApp, deferred, type LinkKind, serve, settle } from './fixtures'
 
 /** The engine's events, and a promise for the next one of a type (a readiness signal). */
@@ -160,4 +161,18 @@ describe.each([false, true])('streamed tRPC mutations (superjson: %s)', (superjs
       expect(app.streams.rows).toHaveBeenCalledTimes(1)
     },
   )
+})
+
+describe('the recorded form of a streamed output', () => {
+  it('is never confused with a plain output that uses its marker key', async () => {
+    const app = createTRPCEcho({ superjson: false })
+    // Shaped exactly like a recorded stream: replayed as one, it would answer 415 here.
+    const marker = 'idempotent-mutations:stream'
+    app.state.output = { [marker]: 'stream', value: { [marker]: 'iterable', items: [1, 2] } }
+    const first = await app.call('k-marker')
+    const retry = await app.call('k-marker')
+    expect(first.body).toContain('"idempotent-mutations:stream":"stream"')
+    expect(retry).toEqual({ ...first, replay: 'true' })
+    expect(app.echo).toHaveBeenCalledTimes(1)
+  })
 })
