@@ -5,6 +5,7 @@ import { recordError, type TRPCRootLike } from './errors'
 import {
   isRefusedUnstreamed,
   isStreamed,
+  mayStream,
   recordStream,
   streamsResponse,
   unstreamedRefusal,
@@ -45,6 +46,9 @@ const errorResult = (result: OkResult, error: TRPCError): MiddlewareResult<objec
  *   reads), and the key released with the handler's writes rolled back.
  */
 export function handOverStream(result: OkResult, lease: Lease, call: StreamCallInfo): Handover {
+  // On every keyed first execution: most outputs hold nothing streamed, and are told apart
+  // without reading the request.
+  if (!mayStream(result.data)) return { kind: 'settle', result }
   const streams = streamsResponse(call.ctx)
   if (streams === false) {
     if (!isRefusedUnstreamed(result.data)) return { kind: 'settle', result }

@@ -41,6 +41,19 @@ function hasDeferredMember(value: Record<string, unknown>): boolean {
 }
 
 /**
+ * False when tRPC neither streams `data` nor refuses it for not being streamed: an object that is
+ * an async iterable or has a promise or async iterable as an own member is all it looks for.
+ */
+export function mayStream(data: unknown): boolean {
+  if (!isObject(data)) return false
+  try {
+    return Symbol.asyncIterator in data || hasDeferredMember(data)
+  } catch {
+    return false
+  }
+}
+
+/**
  * True when tRPC would stream parts of `data` over `httpBatchStreamLink`. A member whose getter
  * throws answers false: such an output is then recorded as any other (and found unreadable).
  */
