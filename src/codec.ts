@@ -1,11 +1,12 @@
 import * as crypto from 'node:crypto'
 import { configure } from 'safe-stable-stringify'
-import superjson from 'superjson'
+import { codecSuperJson, encodeFaithfully } from './faithful'
 
 /**
  * Turns recorded outcomes into text and back. The default keeps `Date`, `BigInt`, `Map`, `Set`,
- * `undefined`, `RegExp` and nested structures (superjson), so a replay hands the caller the same
- * value the first caller got.
+ * `undefined`, `RegExp`, Buffers, typed arrays, errors and nested structures (superjson, with a
+ * few types of its own), so a replay hands the caller the same value the first caller got.
+ * `encode` may throw for a value it cannot write; the outcome is then kept without a body.
  */
 export interface Codec {
   encode(value: unknown): string
@@ -15,12 +16,23 @@ export interface Codec {
 export const defaultCodec: Codec = {
   // Most outcomes are plain JSON, and superjson writes those as `{"json":<the JSON>}` with no
   // meta: writing that directly skips superjson's walk (and its garbage) on every first
-  // execution. Anything else (Dates, Maps, undefined, -0, shared references, ...) is superjson's.
+  // execution. Anything else (Dates, Maps, undefined, -0, shared references, ...) is superjson's,
+  // checked to read back as it was written: a record is written only if it can be read back.
   encode: (value) =>
     isPlainJson(value, 0, new ObjectsSeen())
       ? `{"json":${JSON.stringify(value)}}`
-      : superjson.stringify(value),
-  decode: (text) => superjson.parse(text),
+      : encodeFaithfully(value),
+  decode: (text) => codecSuperJson.parse(text),
+}
+
+/**
+ * The outcome as `codec` writes it, refused (thrown) unless the text reads back: the default
+ * codec checks its own encodings in full; another codec's text must at least decode.
+ */
+export function encodeReadably(codec: Codec, outcome: unknown): string {
+  const text = codec.encode(outcome)
+  if (codec !== defaultCodec) codec.decode(text)
+  return text
 }
 
 /** What `defaultCodec` writes before the value of a successful outcome (`{ ok: true, value }`). */

@@ -2,6 +2,7 @@ import { randomFillSync } from 'node:crypto'
 import {
   type Codec,
   defaultCodec,
+  encodeReadably,
   fingerprint as fingerprintOf,
   hashParts,
   notPlainOk,
@@ -413,19 +414,42 @@ export function createIdempotency<TTransaction = unknown>(
     }
     if (record.status === 'completed') {
       if (record.response === null) throw new ResponseNotStoredError()
+      const outcome = decodeOutcome(record.response, base)
       emit(base, 'replayed')
-      return { kind: 'replay', outcome: decodeOutcome(record.response) }
+      return { kind: 'replay', outcome }
     }
     return undefined
   }
 
-  /** A recorded outcome, as the codec wrote it. */
-  function decodeOutcome(text: string): Outcome {
+  /**
+   * A recorded outcome, as the codec wrote it. A record that does not decode (written by an older
+   * version, or by a codec that cannot read its own text) answers as not stored: the operation
+   * ran, and a retry must hear that, not a 500 nor a second execution.
+   */
+  function decodeOutcome(text: string, base: EventBase): Outcome {
     if (codec === defaultCodec) {
       const value = plainOkValue(text)
       if (value !== notPlainOk) return { ok: true, value }
     }
-    return codec.decode(text) as Outcome
+    let outcome: Outcome
+    try {
+      outcome = codec.decode(text) as Outcome
+    } catch (error) {
+      return unreadable(base, error)
+    }
+    if (outcome === null || typeof outcome !== 'object' || typeof outcome.ok !== 'boolean') {
+      return unreadable(base, new TypeError('the record does not hold an outcome'))
+    }
+    return outcome
+  }
+
+  function unreadable(base: EventBase, error: unknown): never {
+    emit(base, 'not-stored', { error })
+    logger.error(
+      `the record of operation ${base.operation} cannot be read back; its retries get RESPONSE_NOT_STORED`,
+      error,
+    )
+    throw new ResponseNotStoredError({ cause: error })
   }
 
   /** A claim the store could not answer: 503, or (fail-open) running without a record. */
@@ -788,10 +812,13 @@ export function createIdempotency<TTransaction = unknown>(
   function encodeOutcome(outcome: Outcome, base: EventBase): string | null {
     let response: string | null
     try {
-      response = codec.encode(outcome)
+      response = encodeReadably(codec, outcome)
     } catch (error) {
       emit(base, 'not-stored', { error })
-      logger.warn(`the response of operation ${base.operation} is not serializable`, error)
+      logger.warn(
+        `the response of operation ${base.operation} is not serializable (it would not read back as it was); its retries get RESPONSE_NOT_STORED`,
+        error,
+      )
       return null
     }
     // A UTF-16 code unit is at most 3 UTF-8 bytes: most responses need no byte count at all.

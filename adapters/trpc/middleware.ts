@@ -22,6 +22,8 @@ import {
 } from './errors'
 import { batchRequestOf, headerKeyOf, setResponseHeader } from './http'
 import { replayedResult } from './result'
+import { recordablePlain, replayable } from './stream'
+import { handOverStream } from './stream-lease'
 
 /** Per-procedure settings, given with `.meta({ idempotency: { ... } })`. */
 export interface IdempotencyProcedureOptions {
@@ -295,7 +297,7 @@ export function createIdempotencyMiddleware<TContext = object>(
       if (attempt.kind === 'replay') {
         setResponseHeader(ctx, 'Idempotent-Replay', 'true')
         const { outcome } = attempt
-        if (outcome.ok) return replayedResult(outcome.value)
+        if (outcome.ok) return replayedResult(replayable(outcome.value))
         throw replayError(outcome.error)
       }
       const { lease } = attempt
@@ -303,12 +305,23 @@ export function createIdempotencyMiddleware<TContext = object>(
       // completed with a deterministic error, or released so a retry can run again.
       let settled = false
       try {
-        const result = await runProcedure(next, lease)
+        let result = await runProcedure(next, lease)
+        if (result.ok) {
+          // A streamed output is recorded once tRPC has read it: the lease is settled then.
+          const handover = handOverStream(result, lease, { ctx, path, input, root, storeErrors })
+          if (handover.kind === 'streaming') {
+            settled = true
+            return handover.result
+          }
+          result = handover.result
+        }
         // In transactional mode completing commits, and a failed commit (nothing happened)
         // reaches the client as 503 STORE_UNAVAILABLE: retry with the same key.
         if (result.ok) {
           settled = true
-          await lease.complete(result.data).catch((error) => rethrowTranslated(ctx, error))
+          await lease
+            .complete(recordablePlain(result.data))
+            .catch((error) => rethrowTranslated(ctx, error))
         } else if (storeErrors(result.error)) {
           const recorded = recordError(result.error, { root, path, input, ctx })
           settled = true

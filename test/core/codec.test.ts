@@ -119,3 +119,135 @@ describe('the payload fingerprint', () => {
     expect(fingerprint({ a: 'x'.repeat(10_000) })).toMatch(/^[A-Za-z0-9_-]{43}$/)
   })
 })
+
+describe('what the default codec reads back (README "Semantics")', () => {
+  /** The outcome as a replay decodes it, or 'refused' when the codec will not record it. */
+  const readBack = (value: unknown) => {
+    let text: string
+    try {
+      text = defaultCodec.encode({ ok: true, value })
+    } catch {
+      return 'refused' as const
+    }
+    return (defaultCodec.decode(text) as { value: unknown }).value
+  }
+
+  it('keeps Buffers, typed arrays, ArrayBuffers and DataViews byte for byte', () => {
+    const file = Buffer.from([0, 1, 254, 255])
+    const floats = new Float32Array([Number.NaN, -0, 3.5])
+    const view = new Uint16Array([1, 2, 3, 4]).subarray(1, 3)
+    const decoded = readBack({
+      file,
+      floats,
+      view,
+      raw: new ArrayBuffer(3),
+      big: new BigInt64Array([-5n]),
+    }) as {
+      file: Buffer
+      floats: Float32Array
+      view: Uint16Array
+      raw: ArrayBuffer
+      big: BigInt64Array
+    }
+    expect(Buffer.isBuffer(decoded.file) && decoded.file.equals(file)).toBe(true)
+    expect(decoded.floats).toBeInstanceOf(Float32Array)
+    expect(Buffer.from(decoded.floats.buffer).equals(Buffer.from(floats.buffer))).toBe(true)
+    expect([...decoded.view]).toEqual([2, 3])
+    expect(decoded.raw).toBeInstanceOf(ArrayBuffer)
+    expect(decoded.raw.byteLength).toBe(3)
+    expect([...decoded.big]).toEqual([-5n])
+  })
+
+  it('gives an error back its own enumerable fields in order, its name and message, and no stack frames', () => {
+    class Declined extends Error {
+      override name = 'Declined'
+      readonly at = new Date(0)
+      readonly amount = 12n
+    }
+    const plain = readBack(new Error('no')) as Error
+    expect(plain).toBeInstanceOf(Error)
+    expect(Object.keys(plain)).toEqual([])
+    expect([plain.name, plain.message]).toEqual(['Error', 'no'])
+    expect(JSON.stringify(plain)).toBe('{}')
+    const declined = readBack(new Declined('card', { cause: 'limit' })) as Declined
+    expect(Object.keys(declined)).toEqual(['name', 'at', 'amount'])
+    expect(declined.at).toEqual(new Date(0))
+    expect(declined.amount).toBe(12n)
+    expect([declined.name, declined.message, declined.cause]).toEqual(['Declined', 'card', 'limit'])
+    expect(declined.stack).toBe('Declined: card')
+    const typeError = readBack(new TypeError('bad')) as Error
+    expect([typeError.name, Object.keys(typeError)]).toEqual(['TypeError', []])
+  })
+
+  it('keeps undefined members, -0, NaN, Infinity, dates, big integers, maps and sets', () => {
+    const value = {
+      missing: undefined,
+      zero: -0,
+      nan: Number.NaN,
+      inf: Number.NEGATIVE_INFINITY,
+      at: new Date(5),
+      big: 2n ** 80n,
+      map: new Map([[{ id: 1 }, new Set([1n])]]),
+    }
+    expect(readBack(value)).toStrictEqual(value)
+  })
+
+  it('gives what JSON sends for a class instance, a sparse array, symbols and functions', () => {
+    class Point {
+      x = 1
+      hidden = undefined
+      toString() {
+        return 'point'
+      }
+    }
+    const symbol = Symbol('s')
+    expect(readBack(new Point())).toStrictEqual({ x: 1 })
+    // biome-ignore lint/suspicious/noSparseArray: the hole is the case
+    expect(readBack([1, , 3])).toStrictEqual([1, null, 3])
+    expect(
+      readBack({ [symbol]: 1, value: symbol, list: [symbol, () => 1], run: () => 1 }),
+    ).toStrictEqual({ list: [null, null] })
+    expect(readBack(new Date(Number.NaN))).toBeNull()
+  })
+
+  it('refuses what it cannot read back faithfully', () => {
+    const throwing = {
+      get total(): number {
+        throw new Error('not loaded')
+      },
+    }
+    let reads = 0
+    const shifting = {
+      get count() {
+        return ++reads
+      },
+      at: new Date(0),
+    }
+    class WithJson {
+      at = new Date(0)
+      toJSON() {
+        return 'custom'
+      }
+    }
+    const erroring = Object.assign(new Error('x'), { toJSON: () => 'custom' })
+    // A symbol or function as the whole value reads back as undefined, which superjson sends
+    // differently from the original.
+    const topLevel = [Symbol('top'), () => 1]
+    for (const value of [
+      throwing,
+      shifting,
+      { __proto__: null, constructor: 1 },
+      erroring,
+      ...topLevel,
+    ]) {
+      expect(readBack(value)).toBe('refused')
+    }
+    // A class's toJSON is what the client is sent, and what is recorded.
+    expect(readBack(new WithJson())).toBe('custom')
+  })
+
+  it('leaves the global superjson alone', async () => {
+    const superjson = (await import('superjson')).default
+    expect(() => superjson.parse(superjson.stringify(Buffer.from('x')))).toThrow(/typed array/)
+  })
+})

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { beforeEach, describe, expect, it } from 'vitest'
 import type { ClaimInput, ClaimResult, IdempotencyRecord, IdempotencyStore } from '../../src'
+import { describeReplayFidelity } from './fidelity'
 
 /** A clock a test moves by hand; hand `now` to the store under test. */
 export interface TestClock {
@@ -385,5 +386,7 @@ export function describeStoreConformance(options: StoreConformanceOptions): void
       const results = await Promise.all(claims.map((claim) => store.claim(claim)))
       expect(results.every((result) => result.claimed)).toBe(true)
     })
+
+    describeReplayFidelity(() => store, clock?.now)
   })
 }

@@ -1,5 +1,8 @@
+import { initTRPC } from '@trpc/server'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { z } from 'zod'
+import { createIdempotencyMiddleware } from '../../adapters/trpc'
 import { createIdempotency } from '../../src'
 import { createDrizzleStore } from '../../src/stores/drizzle'
 import {
@@ -34,6 +37,26 @@ describe('transactional mode on PGlite', () => {
     })
     expect(handler).toHaveBeenCalledTimes(1)
     expect(await lite.orderCount(key)).toBe(1)
+  })
+
+  it('a tRPC mutation that streams its output is refused: its writes roll back and the key is released', async () => {
+    const t = initTRPC.create()
+    const procedure = t.procedure.use(
+      createIdempotencyMiddleware({ idempotency: lite.engine(), transactional: true }),
+    )
+    const key = lite.newKey('stream')
+    const router = t.router({
+      rows: procedure.input(z.object({ idempotencyKey: z.string() })).mutation(async ({ ctx }) => {
+        await insertOrder(ctx.tx, lite.orders, key, 'book')
+        return (async function* () {
+          yield 'row'
+        })()
+      }),
+    })
+    const caller = t.createCallerFactory(router)({})
+    await expect(caller.rows({ idempotencyKey: key })).rejects.toThrow(/cannot stream its output/)
+    expect(await lite.orderCount(key)).toBe(0)
+    expect(await lite.recordOf('rows', key)).toBeUndefined()
   })
 
   it('a copy in the replay cache ends ttl after a moment before the transaction began', async () => {

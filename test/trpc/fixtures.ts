@@ -123,6 +123,34 @@ export function createApp(options: AppOptions = {}) {
       return 'done'
     }),
   }
+  // Streamed outputs (httpBatchStreamLink): rows from an async generator, a failure part-way,
+  // promises as members. `failAfterFirst` throws that error after the first row.
+  const streamFailure: { next: unknown } = { next: undefined }
+  const streamGate = deferred()
+  const streams = {
+    rows: vi.fn(async function* (name: string) {
+      yield { row: 1, name }
+      const failure = streamFailure.next
+      streamFailure.next = undefined
+      if (failure !== undefined) throw failure
+      yield { row: 2, at: new Date('2024-02-29T12:00:00.000Z'), gone: undefined }
+      return 'end'
+    }),
+    // Yields one row, then waits for the test to open the gate: a stream still being read.
+    held: vi.fn(async function* () {
+      yield { row: 1 }
+      await streamGate.promise
+      yield { row: 2 }
+    }),
+    deferred: vi.fn((name: string) => ({
+      name,
+      receipt: Promise.resolve({ id: `receipt-${name}`, lines: Promise.resolve([1, 2]) }),
+      events: (async function* () {
+        yield 'placed'
+        yield { status: 'paid', at: new Date(0) }
+      })(),
+    })),
+  }
   const orderInput = z.object({ name: z.string().min(3), idempotencyKey: z.string().optional() })
   const router = t.router({
     order: t.router({
@@ -133,6 +161,9 @@ export function createApp(options: AppOptions = {}) {
       reject: idempotent.input(orderInput).mutation(({ input }) => spies.reject(input.name)),
       crash: idempotent.input(orderInput.optional()).mutation(() => spies.crash()),
       slow: idempotent.input(orderInput.optional()).mutation(() => spies.slow()),
+      rows: idempotent.input(orderInput).mutation(({ input }) => streams.rows(input.name)),
+      deferred: idempotent.input(orderInput).mutation(({ input }) => streams.deferred(input.name)),
+      held: idempotent.input(orderInput).mutation(() => streams.held()),
       strict: idempotent
         .meta({ idempotency: { required: true, ttl: '1h' } })
         .input(orderInput.optional())
@@ -140,7 +171,23 @@ export function createApp(options: AppOptions = {}) {
     }),
   })
   const superjsonOn = Boolean(options.superjson)
-  return { t, router, spies, store, idempotency, slowStarted, slowRelease, superjson: superjsonOn }
+  return {
+    t,
+    router,
+    spies,
+    streams,
+    /** The error the next `rows` stream throws after its first row. */
+    failNextStream: (error: unknown) => {
+      streamFailure.next = error
+    },
+    /** Lets the `held` stream go on past its first row. */
+    openStreamGate: () => streamGate.resolve(),
+    store,
+    idempotency,
+    slowStarted,
+    slowRelease,
+    superjson: superjsonOn,
+  }
 }
 
 export type App = ReturnType<typeof createApp>

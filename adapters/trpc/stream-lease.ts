@@ -1,0 +1,90 @@
+import { getTRPCErrorFromUnknown, TRPCError } from '@trpc/server'
+import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
+import type { Lease } from '../../src'
+import { recordError, type TRPCRootLike } from './errors'
+import {
+  isRefusedUnstreamed,
+  isStreamed,
+  mayStream,
+  recordStream,
+  streamsResponse,
+  unstreamedRefusal,
+} from './stream'
+
+export interface StreamCallInfo {
+  ctx: unknown
+  path: string
+  input: unknown
+  root: TRPCRootLike | undefined
+  storeErrors: (error: TRPCError) => boolean
+}
+
+type OkResult = Extract<MiddlewareResult<object>, { ok: true }>
+
+export type Handover =
+  /** A stream handed to tRPC: the lease settles when tRPC has read it (or stopped reading). */
+  | { kind: 'streaming'; result: MiddlewareResult<object> }
+  /** Nothing streamed: the middleware settles the lease with this result as usual. */
+  | { kind: 'settle'; result: MiddlewareResult<object> }
+
+const errorResult = (result: OkResult, error: TRPCError): MiddlewareResult<object> => ({
+  marker: result.marker,
+  ok: false,
+  error,
+})
+
+/**
+ * What the middleware does with a successful result whose output tRPC streams (an async
+ * iterable, promises in it):
+ * - on a request tRPC streams (`httpBatchStreamLink`, or a server-side caller), the output is
+ *   handed over wrapped, and the lease settles once tRPC has read it whole: completed with what
+ *   was read, released on an unexpected failure or when the reader stops early;
+ * - on a request tRPC does not stream (`httpLink`, `httpBatchLink`), tRPC answers 415 without
+ *   reading the output: the middleware answers that error itself, so the failure policy records
+ *   it (a 4xx) and a retry gets the same 415, never a fake success;
+ * - in transactional mode the output is refused (the transaction would stay open while a client
+ *   reads), and the key released with the handler's writes rolled back.
+ */
+export function handOverStream(result: OkResult, lease: Lease, call: StreamCallInfo): Handover {
+  // On every keyed first execution: most outputs hold nothing streamed, and are told apart
+  // without reading the request.
+  if (!mayStream(result.data)) return { kind: 'settle', result }
+  const streams = streamsResponse(call.ctx)
+  if (streams === false) {
+    if (!isRefusedUnstreamed(result.data)) return { kind: 'settle', result }
+    return { kind: 'settle', result: errorResult(result, unstreamedRefusal()) }
+  }
+  if (!isStreamed(result.data)) return { kind: 'settle', result }
+  if (lease.tx !== undefined) {
+    const refusal = new TRPCError({
+      code: 'INTERNAL_SERVER_ERROR',
+      message:
+        'idempotent-mutations: a mutation run in a database transaction cannot stream its output (the transaction would stay open while the client reads): return the values instead',
+    })
+    return { kind: 'settle', result: errorResult(result, refusal) }
+  }
+  let data: unknown
+  try {
+    data = wrap(result.data, lease, call)
+  } catch {
+    // A member that cannot be read twice (a getter that throws): recorded as it is, which the
+    // engine finds unreadable (retries get RESPONSE_NOT_STORED) rather than running it again.
+    return { kind: 'settle', result }
+  }
+  return { kind: 'streaming', result: { ...result, data } }
+}
+
+/** The output with its streamed parts wrapped; the lease settles when they have been read. */
+function wrap(output: unknown, lease: Lease, call: StreamCallInfo): unknown {
+  return recordStream(output, {
+    recordFailure(error) {
+      const trpcError = getTRPCErrorFromUnknown(error)
+      return call.storeErrors(trpcError) ? recordError(trpcError, call) : undefined
+    },
+    end(end) {
+      // The engine reports store failures itself (onEvent, logger); nobody is waiting here.
+      const settling = end.kind === 'consumed' ? lease.complete(end.recorded) : lease.release()
+      settling.catch(() => {})
+    },
+  })
+}
