@@ -10,6 +10,7 @@ export default defineConfig({
     'adapters/client/index': 'adapters/client/index.ts',
     'adapters/client/fetch': 'adapters/client/fetch.ts',
     'adapters/client/trpc': 'adapters/client/trpc.ts',
+    'src/testing/index': 'src/testing/index.ts',
   },
   format: ['esm'],
   target: 'node20',

@@ -13,6 +13,7 @@ const packageSubpaths = {
   'idempotent-mutations/client': './adapters/client/index.ts',
   'idempotent-mutations/client/fetch': './adapters/client/fetch.ts',
   'idempotent-mutations/client/trpc': './adapters/client/trpc.ts',
+  'idempotent-mutations/testing': './src/testing/index.ts',
 }
 
 export default defineConfig({

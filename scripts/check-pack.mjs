@@ -86,6 +86,7 @@ const subpaths = {
     names: ['idempotencyLink', 'idempotentFetch'],
   },
   './client/fetch': { peers: [], names: ['idempotentFetch', 'defaultRetryOn'] },
+  './testing': { peers: ['vitest'], names: ['describeStoreConformance', 'createTestClock'] },
   './client/trpc': {
     peers: ['@trpc/client', '@trpc/server'],
     names: ['idempotencyLink', 'idempotencyHeaders', 'defaultRetryOn'],
@@ -395,6 +396,38 @@ export const names${index}: (keyof typeof m${index})[] = ${JSON.stringify(subpat
     moduleResolution: 'nodenext',
     skipLibCheck: false,
   })
+  // 10. A store author's test file: the shipped conformance suite, run by vitest, on a store
+  //     from the tarball.
+  if (specifiers.includes(`${pkg.name}/testing`)) {
+    writeFileSync(
+      join(consumer, 'conformance.test.mjs'),
+      `import { createMemoryStore } from '${pkg.name}'
+import { createTestClock, describeStoreConformance } from '${pkg.name}/testing'
+const clock = createTestClock()
+describeStoreConformance({
+  name: 'the memory store, from the tarball',
+  createStore: () => createMemoryStore({ now: clock.now }),
+  clock,
+  concurrency: 100,
+})
+`,
+    )
+    try {
+      const output = run(
+        process.execPath,
+        [join(consumer, 'node_modules/vitest/vitest.mjs'), 'run', 'conformance.test.mjs'],
+        consumer,
+      )
+      const passed = /Tests\s+(\d+) passed/.exec(output.replace(/\u001b\[[0-9;]*m/g, ''))
+      if (!passed) fail(`vitest ran no conformance case:\n${output}`)
+      log(`vitest ran the shipped store conformance suite: ${passed[1]} cases passed`)
+    } catch (error) {
+      fail(
+        `the shipped conformance suite under vitest: ${error.stdout}${error.stderr || error.message}`,
+      )
+    }
+  }
+
   // 9. A project that already has the current Redis client majors installs the tarball without
   //    flags (the peer ranges take them), and the store runs on both when REDIS_URL is set.
   if (specifiers.includes(`${pkg.name}/redis`)) {

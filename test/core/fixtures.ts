@@ -1,3 +1,4 @@
+import { createTestClock } from 'idempotent-mutations/testing'
 import { vi } from 'vitest'
 import {
   type ClaimResult,
@@ -7,7 +8,6 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
 } from '../../src'
-import { createTestClock } from '../stores/conformance'
 
 /**
  * An engine on the memory store with a clock the test moves, its events and logger recorded.

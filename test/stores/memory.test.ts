@@ -1,6 +1,6 @@
+import { createTestClock, describeStoreConformance } from 'idempotent-mutations/testing'
 import { describe, expect, it } from 'vitest'
 import { createIdempotency, createMemoryStore } from '../../src'
-import { createTestClock, describeStoreConformance } from './conformance'
 
 const clock = createTestClock()
 

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import { PGlite } from '@electric-sql/pglite'
 import { drizzle } from 'drizzle-orm/pglite'
+import { describeStoreConformance } from 'idempotent-mutations/testing'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { createIdempotency } from '../../src'
 import { idempotencyKeys } from '../../src/stores/drizzle'
 import { describeAcceptance } from '../core/acceptance'
-import { describeStoreConformance } from './conformance'
 import { describeDrizzleBehaviour } from './drizzle-behaviour'
 import { EverythingCache, statementCounter, useTestTables } from './drizzle-fixtures'
 

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { createIdempotency } from 'idempotent-mutations'
 import { createRedisStore, type RedisStore } from 'idempotent-mutations/redis'
+import { describeStoreConformance } from 'idempotent-mutations/testing'
 import { Cluster } from 'ioredis'
 import { createCluster } from 'redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { describeStoreConformance } from './conformance'
 import { redisUrl } from './redis-fixtures'
 import { canStartRedis, type LocalRedisCluster, startRedisCluster } from './redis-servers'
 

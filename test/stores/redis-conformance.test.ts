@@ -1,7 +1,7 @@
 import { createRedisStore } from 'idempotent-mutations/redis'
+import { describeStoreConformance } from 'idempotent-mutations/testing'
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe } from 'vitest'
-import { describeStoreConformance } from './conformance'
 import {
   clientKinds,
   closeClient,

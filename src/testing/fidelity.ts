@@ -6,7 +6,7 @@ import {
   type IdempotencyEvent,
   type IdempotencyStore,
   isIdempotencyError,
-} from '../../src'
+} from '..'
 
 /** An error class whose `name` is a class field: an own enumerable property, unlike `Error`'s. */
 class DeclinedError extends Error {
