@@ -37,8 +37,9 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 process.chdir(root)
 
 /**
- * What each subpath must export, and which optional peers it may load. A subpath in
- * package.json's exports that is missing here fails the check: add it.
+ * What each subpath must export, which optional peers it may load, and (`avoids`) which of the
+ * package's own dependencies it must not load. A subpath in package.json's exports that is
+ * missing here fails the check: add it.
  */
 const subpaths = {
   '.': {
@@ -75,7 +76,12 @@ const subpaths = {
       'createTableStatements',
     ],
   },
-  './redis': { peers: ['ioredis', 'redis'], names: ['createRedisStore'] },
+  './redis': {
+    peers: ['ioredis', 'redis'],
+    names: ['createRedisStore'],
+    // The store writes the engine's text as it is: no codec, no canonical JSON.
+    avoids: ['superjson', 'safe-stable-stringify'],
+  },
   './trpc': { peers: ['@trpc/server'], names: ['createIdempotencyMiddleware'] },
   './envelop': {
     peers: ['@envelop/core', 'graphql'],
@@ -229,7 +235,7 @@ try {
     `export async function resolve(specifier, context, next) {
   for (const peer of JSON.parse(process.env.PACK_CHECK_BLOCKED)) {
     if (specifier === peer || specifier.startsWith(peer + '/')) {
-      throw new Error('loads the optional peer ' + specifier + ', which it must not need')
+      throw new Error('loads ' + specifier + ', which it must not need')
     }
   }
   return next(specifier, context)
@@ -262,7 +268,10 @@ console.log(subpath + ': ' + Object.keys(module).length + ' exports')
   const allPeers = Object.keys(pkg.peerDependencies ?? {})
   for (const { name } of present) {
     const specifier = name === '.' ? pkg.name : `${pkg.name}/${name.slice(2)}`
-    const blocked = allPeers.filter((peer) => !subpaths[name].peers.includes(peer))
+    const blocked = [
+      ...allPeers.filter((peer) => !subpaths[name].peers.includes(peer)),
+      ...(subpaths[name].avoids ?? []),
+    ]
     try {
       log(
         run(

@@ -1,13 +1,5 @@
 import { randomFillSync } from 'node:crypto'
-import {
-  type Codec,
-  defaultCodec,
-  encodeReadably,
-  fingerprint as fingerprintOf,
-  hashParts,
-  notPlainOk,
-  plainOkValue,
-} from './codec'
+import { type Codec, defaultCodec, encodeReadably, notPlainOk, plainOkValue } from './codec'
 import { type Duration, toMilliseconds } from './duration'
 import {
   InProgressError,
@@ -16,6 +8,8 @@ import {
   ResponseNotStoredError,
   StoreUnavailableError,
 } from './errors'
+import { fingerprint as fingerprintOf } from './fingerprint'
+import { hashParts } from './hash'
 import { validateKey } from './key'
 import { ReplayCache, type ReplayCacheOptions, type ReplayCopy } from './replay-cache'
 import type {

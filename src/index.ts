@@ -1,4 +1,4 @@
-export { type Codec, defaultCodec, fingerprint } from './codec'
+export { type Codec, defaultCodec } from './codec'
 export { type Duration, toMilliseconds } from './duration'
 export {
   type Attempt,
@@ -32,6 +32,7 @@ export {
   ResponseNotStoredError,
   StoreUnavailableError,
 } from './errors'
+export { fingerprint } from './fingerprint'
 export {
   agreeOnKey,
   callerScope,

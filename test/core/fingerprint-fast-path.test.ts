@@ -3,7 +3,7 @@ import fc from 'fast-check'
 import { configure } from 'safe-stable-stringify'
 import { describe, expect, it } from 'vitest'
 import { fingerprint } from '../../src'
-import { canonicalText, canonicalTextWithoutRecursion } from '../../src/codec'
+import { canonicalText, canonicalTextWithoutRecursion } from '../../src/fingerprint'
 
 // The general path's text for plain JSON without `$` keys: sorted keys, nothing tagged.
 const sortedJson = configure({ deterministic: true })

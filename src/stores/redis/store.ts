@@ -1,4 +1,4 @@
-import { hashParts, jsonString } from '../../codec'
+import { hashParts, jsonString } from '../../hash'
 import {
   type ClaimInput,
   type ClaimResult,
