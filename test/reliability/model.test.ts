@@ -343,5 +343,6 @@ describe('the engine under random interleavings of claims, completions, failures
     report('model-checked interleavings', totals)
     expect(totals.executions).toBeGreaterThan(0)
     expect(totals.takeovers).toBeGreaterThan(0)
-  })
+    // 300 model-checked runs take 15-20 s on a busy 2-core machine: room beyond the default.
+  }, 120_000)
 })
