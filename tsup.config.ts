@@ -11,6 +11,8 @@ export default defineConfig({
     'adapters/client/fetch': 'adapters/client/fetch.ts',
     'adapters/client/trpc': 'adapters/client/trpc.ts',
     'src/testing/index': 'src/testing/index.ts',
+    'adapters/fetch/index': 'adapters/fetch/index.ts',
+    'adapters/hono/index': 'adapters/hono/index.ts',
   },
   format: ['esm'],
   target: 'node20',

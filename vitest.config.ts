@@ -14,6 +14,8 @@ const packageSubpaths = {
   'idempotent-mutations/client/fetch': './adapters/client/fetch.ts',
   'idempotent-mutations/client/trpc': './adapters/client/trpc.ts',
   'idempotent-mutations/testing': './src/testing/index.ts',
+  'idempotent-mutations/fetch': './adapters/fetch/index.ts',
+  'idempotent-mutations/hono': './adapters/hono/index.ts',
 }
 
 export default defineConfig({

@@ -93,6 +93,11 @@ const subpaths = {
   },
   './client/fetch': { peers: [], names: ['idempotentFetch', 'defaultRetryOn'] },
   './testing': { peers: ['vitest'], names: ['describeStoreConformance', 'createTestClock'] },
+  './fetch': {
+    peers: [],
+    names: ['withIdempotency', 'idempotencyContext', 'defaultHttpStoreStatus'],
+  },
+  './hono': { peers: ['hono'], names: ['idempotency', 'defaultHttpStoreStatus'] },
   './client/trpc': {
     peers: ['@trpc/client', '@trpc/server'],
     names: ['idempotencyLink', 'idempotencyHeaders', 'defaultRetryOn'],
