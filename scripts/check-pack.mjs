@@ -52,6 +52,7 @@ const subpaths = {
       'KeyReusedError',
       'InProgressError',
       'StoreUnavailableError',
+      'OutcomeUnknownError',
       'ResponseNotStoredError',
       'isIdempotencyError',
       'idempotencyErrorStatus',
