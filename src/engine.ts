@@ -648,23 +648,34 @@ export function createIdempotency<TTransaction = unknown>(
     base: EventBase,
   ): Promise<TransactionalClaim> {
     let held: HeldTransaction<TTransaction>
+    const opening = holdTransaction<TTransaction>((fn) => storeTransaction(fn))
     try {
-      held = await holdTransaction<TTransaction>((fn) => storeTransaction(fn))
+      held = await bounded(opening, claimTimeout, 'claim')
     } catch (error) {
+      // A transaction that opens after its bound has no one to use it.
+      opening.then((late) => rollbackQuietly(late, base)).catch(() => {})
       claimFailed(base, error)
       return { kind: 'failed' }
     }
     let result: TransactionClaimResult
     let savepoint: HeldTransaction<TTransaction> | undefined
     try {
-      result = await held.session.claim(input, { lockWaitMs: Math.max(1, lockWaitMs) })
+      const waitMs = Math.max(1, lockWaitMs)
+      const claiming = held.session.claim(input, { lockWaitMs: waitMs })
+      // The claim's own lock wait is part of the answer; the bound comes on top of it.
+      result = await bounded(
+        claiming,
+        claimTimeout === undefined ? undefined : claimTimeout + waitMs,
+        'claim',
+      )
       // The handler writes in a savepoint, so a recorded error can drop its writes and keep
       // the claim that records it.
       if (result.claimed) {
         savepoint = await holdTransaction((fn) => held.session.savepoint(fn), held)
       }
     } catch (error) {
-      await rollbackQuietly(held, base)
+      // Not awaited: a stalled connection ends the transaction when it can.
+      void rollbackQuietly(held, base)
       claimFailed(base, error)
       return { kind: 'failed' }
     }
