@@ -53,6 +53,7 @@ const subpaths = {
       'KeyReusedError',
       'InProgressError',
       'StoreUnavailableError',
+      'OutcomeUnknownError',
       'ResponseNotStoredError',
       'isIdempotencyError',
       'idempotencyErrorStatus',
@@ -431,8 +432,9 @@ describeStoreConformance({
         process.execPath,
         [join(consumer, 'node_modules/vitest/vitest.mjs'), 'run', 'conformance.test.mjs'],
         consumer,
+        { ...npmEnv, NO_COLOR: '1', FORCE_COLOR: '0' },
       )
-      const passed = /Tests\s+(\d+) passed/.exec(output.replace(/\u001b\[[0-9;]*m/g, ''))
+      const passed = /Tests\s+(\d+) passed/.exec(output)
       if (!passed) fail(`vitest ran no conformance case:\n${output}`)
       log(`vitest ran the shipped store conformance suite: ${passed[1]} cases passed`)
     } catch (error) {

@@ -1,10 +1,14 @@
 import { randomFillSync } from 'node:crypto'
 import { type Codec, defaultCodec, encodeReadably, notPlainOk, plainOkValue } from './codec'
 import { type Duration, toMilliseconds } from './duration'
+import { BackgroundWork, type CompletionResult } from './engine/background'
+import { answeredByDatabase, bounded, boundOf } from './engine/bounded'
+import type { IdempotencyErrorCode } from './errors'
 import {
   InProgressError,
   KeyRequiredError,
   KeyReusedError,
+  OutcomeUnknownError,
   ResponseNotStoredError,
   StoreUnavailableError,
 } from './errors'
@@ -20,7 +24,7 @@ import type {
   StoreTransaction,
   TransactionClaimResult,
 } from './store'
-import { type HeldTransaction, holdTransaction } from './transaction'
+import { type HeldTransaction, holdTransaction, TransactionEndedError } from './transaction'
 
 export type IdempotencyEventType =
   | 'executed'
@@ -32,6 +36,9 @@ export type IdempotencyEventType =
   | 'lost-lease'
   | 'store-error'
   | 'not-stored'
+  | 'completion-deferred'
+  | 'completed-late'
+  | 'outcome-unknown'
 
 export interface IdempotencyEvent {
   type: IdempotencyEventType
@@ -41,10 +48,12 @@ export interface IdempotencyEvent {
   key: string
   /** For `executed`: how long the handler ran, in milliseconds. */
   durationMs?: number | undefined
-  /** For `store-error`: which store call failed. */
-  stage?: 'claim' | 'complete' | 'release' | undefined
-  /** For `store-error` and `not-stored`: what went wrong. */
+  /** For `store-error`, `completion-deferred` and `outcome-unknown`: which store call failed. */
+  stage?: 'claim' | 'complete' | 'release' | 'commit' | undefined
+  /** For `store-error`, `not-stored`, `completion-deferred` and `outcome-unknown`: what went wrong. */
   error?: unknown | undefined
+  /** The code of the error the caller got because of it, when it got one. */
+  code?: IdempotencyErrorCode | undefined
 }
 
 export interface Logger {
@@ -112,12 +121,36 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * How long a claim may wait for the store before it counts as unavailable (`onStoreError`
    * decides what then happens: 503 or running unprotected). Bounds the wait when a database
    * driver queues queries through an outage. A claim that still lands later leaves a lease no one
-   * holds: retries get 409 until `lockTimeout` passes, then take the key over. Not applied in
-   * transactional mode, whose claim runs in the transaction it opens (bound that wait with your
-   * pool's connection and statement timeouts).
-   * @default false (wait as long as the store takes)
+   * holds: retries get 409 until `lockTimeout` passes, then take the key over. In transactional
+   * mode it bounds opening the transaction, and the claim statement gets it on top of its own
+   * lock wait (`rejectAfter`, or `waitTimeout`). `false`: wait as long as the store takes.
+   * @default '2s'
    */
   claimTimeout?: Duration | false | undefined
+  /**
+   * How long the first caller waits for its outcome to be recorded, and the bound of each attempt
+   * to record it. When it passes, the caller gets its value anyway and the completion goes on in
+   * the background, with a growing pause (at most 5 s), for as long as the lease lasts: retries
+   * of the key get 409 meanwhile, and an outage shorter than the lease leaves no duplicate.
+   * `false`: wait for every attempt as long as the store takes.
+   * @default '1s'
+   */
+  completeTimeout?: Duration | false | undefined
+  /**
+   * How long releasing a key (after an unexpected error) may take. When it passes, the caller
+   * gets its error, `store-error` (stage `release`) is reported, and the key stays in progress
+   * until its lease ends (a release that lands later frees it then). `false`: no bound.
+   * @default '1s'
+   */
+  releaseTimeout?: Duration | false | undefined
+  /**
+   * Transactional mode: how long recording the outcome and the COMMIT may take. When it passes
+   * before the COMMIT was sent, the transaction is rolled back and the caller gets 503
+   * `STORE_UNAVAILABLE`; after, the outcome is unknown and the caller gets 503
+   * `OUTCOME_UNKNOWN` (a retry with the same key learns it). `false`: no bound.
+   * @default '3s'
+   */
+  commitTimeout?: Duration | false | undefined
   /**
    * Run every keyed operation in one database transaction with its record: claim, the
    * handler's writes (through `context.tx`) and the recorded outcome commit or roll back
@@ -256,7 +289,12 @@ export interface Idempotency<TTransaction = unknown> {
   begin(request: OperationRequest): Promise<Attempt<TTransaction>>
   /** Deletes expired records through the store. */
   sweep(): Promise<number>
-  /** Stops the sweep timer, if any. */
+  /**
+   * Waits for the completions still being retried in the background (see `completeTimeout`) to
+   * land or give up. For tests and graceful shutdowns.
+   */
+  drain(): Promise<void>
+  /** Stops the sweep timer, if any, and makes background completions give up at their next pause. */
   close(): void
   readonly store: IdempotencyStore<TTransaction>
   /** The engine's `transactional` option: whether operations run in transactions by default. */
@@ -287,7 +325,6 @@ function defaultDeserializeError(data: unknown): unknown {
   return new ReplayedError((data ?? {}) as Record<string, unknown>)
 }
 
-const completeRetryDelays = [25, 100, 400]
 const settledTwice = () =>
   Promise.reject(new Error('idempotent-mutations: a lease is completed or released once'))
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
@@ -367,10 +404,15 @@ export function createIdempotency<TTransaction = unknown>(
   }
   const maxResponseBytes = options.maxResponseBytes ?? 1024 * 1024
   const onStoreError = options.onStoreError ?? 'fail-closed'
-  const claimTimeout =
-    options.claimTimeout === undefined || options.claimTimeout === false
-      ? undefined
-      : toMilliseconds(options.claimTimeout, 'claimTimeout')
+  const bound = (name: keyof IdempotencyOptions, fallback: Duration) => {
+    const value = options[name] as Duration | false | undefined
+    return boundOf(value === false ? false : toMilliseconds(value ?? fallback, name))
+  }
+  const claimTimeout = bound('claimTimeout', '2s')
+  const completeTimeout = bound('completeTimeout', '1s')
+  const releaseTimeout = bound('releaseTimeout', '1s')
+  const commitTimeout = bound('commitTimeout', '3s')
+  const background = new BackgroundWork()
   const engineStoreErrors = options.storeErrors ?? defaultStoreErrors
   const codec = options.codec ?? defaultCodec
   const now = options.now ?? Date.now
@@ -556,7 +598,7 @@ export function createIdempotency<TTransaction = unknown>(
           const claiming = store.claim(
             newClaimInput(scope, key, fingerprint, lockTimeout, claimTtl),
           )
-          result = await (claimTimeout === undefined ? claiming : bounded(claiming, claimTimeout))
+          result = await bounded(claiming, claimTimeout, 'claim')
         } catch (error) {
           claimFailed(base, error)
           return { kind: 'bypass', reason: 'store-unavailable' }
@@ -566,7 +608,7 @@ export function createIdempotency<TTransaction = unknown>(
         if (result.takeover) emit(base, 'takeover')
         return {
           kind: 'execute',
-          lease: new StoreLease(result.record, result.takeover, ttl, base, now()),
+          lease: new StoreLease(result.record, result.takeover, ttl, lockTimeout, base, now()),
         }
       }
       const { record } = result
@@ -624,21 +666,34 @@ export function createIdempotency<TTransaction = unknown>(
     base: EventBase,
   ): Promise<TransactionalClaim> {
     let held: HeldTransaction<TTransaction>
+    const opening = holdTransaction<TTransaction>((fn) => storeTransaction(fn))
     try {
-      held = await holdTransaction<TTransaction>((fn) => storeTransaction(fn))
+      held = await bounded(opening, claimTimeout, 'claim')
     } catch (error) {
+      // A transaction that opens after its bound has no one to use it.
+      opening.then((late) => rollbackQuietly(late, base)).catch(() => {})
       claimFailed(base, error)
       return { kind: 'failed' }
     }
     let result: TransactionClaimResult
     let savepoint: HeldTransaction<TTransaction> | undefined
     try {
-      result = await held.session.claim(input, { lockWaitMs: Math.max(1, lockWaitMs) })
+      const waitMs = Math.max(1, lockWaitMs)
+      const claiming = held.session.claim(input, { lockWaitMs: waitMs })
+      // The claim's own lock wait is part of the answer; the bound comes on top of it.
+      result = await bounded(
+        claiming,
+        claimTimeout === undefined ? undefined : claimTimeout + waitMs,
+        'claim',
+      )
       // The handler writes in a savepoint, so a recorded error can drop its writes and keep
       // the claim that records it.
-      if (result.claimed) savepoint = await holdTransaction((fn) => held.session.savepoint(fn))
+      if (result.claimed) {
+        savepoint = await holdTransaction((fn) => held.session.savepoint(fn), held)
+      }
     } catch (error) {
-      await rollbackQuietly(held, base)
+      // Not awaited: a stalled connection ends the transaction when it can.
+      void rollbackQuietly(held, base)
       claimFailed(base, error)
       return { kind: 'failed' }
     }
@@ -670,6 +725,46 @@ export function createIdempotency<TTransaction = unknown>(
   }
 
   /**
+   * The error a caller gets when a transaction did not confirm its COMMIT. Nothing committed
+   * when the COMMIT was never sent, or the database refused it (a SQLSTATE): 503
+   * `STORE_UNAVAILABLE`, and a retry runs cleanly. A COMMIT sent whose answer was lost (the
+   * connection reset) or did not come within `commitTimeout` may have committed: 503
+   * `OUTCOME_UNKNOWN`, and a retry with the same key replays it or runs it, whichever is true.
+   */
+  function commitFailed(
+    held: HeldTransaction<TTransaction>,
+    base: EventBase,
+    commitSent: boolean,
+    error: unknown,
+  ): Error {
+    // Not awaited: a stalled connection would hold the answer; the rollback lands when it can,
+    // and one that cannot is the database's to do when the connection goes.
+    void rollbackQuietly(held, base)
+    const known = !commitSent || error instanceof TransactionEndedError || answeredByDatabase(error)
+    // A transaction without a record (no key) has no keyed operation to report.
+    if (known) {
+      if (base.key !== '') {
+        emit(base, 'store-error', { stage: 'complete', error, code: 'STORE_UNAVAILABLE' })
+      }
+      logger.error(
+        `the transaction of operation ${base.operation} did not commit; nothing was recorded and its writes were rolled back`,
+        error,
+      )
+      return new StoreUnavailableError({ cause: error })
+    }
+    if (base.key !== '') {
+      emit(base, 'outcome-unknown', { stage: 'commit', error, code: 'OUTCOME_UNKNOWN' })
+    }
+    logger.error(
+      `the COMMIT of operation ${base.operation} was sent but not confirmed; it may have been applied`,
+      error,
+    )
+    return new OutcomeUnknownError(Math.max(1, Math.ceil(defaults.retryAfter / 1000)), {
+      cause: error,
+    })
+  }
+
+  /**
    * Transactional mode without a record (no key, or the store failed open): the handler still
    * gets a transaction to write with, so its code does not branch on the key.
    */
@@ -695,11 +790,9 @@ export function createIdempotency<TTransaction = unknown>(
       async complete() {
         settle()
         try {
-          await held.commit()
+          await bounded(held.commit(), commitTimeout, 'commit')
         } catch (error) {
-          await rollbackQuietly(held, base)
-          logger.error(`the transaction of operation ${operation} did not commit`, error)
-          throw new StoreUnavailableError({ cause: error })
+          throw commitFailed(held, base, true, error)
         }
       },
       // Nothing to record, so a failure of any kind drops the handler's writes.
@@ -739,7 +832,10 @@ export function createIdempotency<TTransaction = unknown>(
     async function finish(keepWrites: boolean, outcome: Outcome): Promise<void> {
       const response = encodeOutcome(outcome, base)
       let ok = false
-      try {
+      const committing = { sent: false }
+      const recordAndCommit = async () => {
+        // A transaction whose connection closed meanwhile takes no more statements.
+        if (!(await held.open())) throw new TransactionEndedError()
         if (keepWrites) await savepoint.commit()
         else await savepoint.rollback()
         ok = await held.session.complete({
@@ -756,18 +852,13 @@ export function createIdempotency<TTransaction = unknown>(
             `the record of operation ${base.operation} changed inside its own transaction; the outcome was not recorded`,
           )
         }
+        committing.sent = true
         await held.commit()
+      }
+      try {
+        await bounded(recordAndCommit(), commitTimeout, 'commit')
       } catch (error) {
-        // Nothing committed: neither the record nor the handler's writes. The caller must hear
-        // it, since reporting success would claim an effect that was rolled back; a retry with
-        // the same key runs the operation again, cleanly.
-        await rollbackQuietly(held, base)
-        emit(base, 'store-error', { stage: 'complete', error })
-        logger.error(
-          `the transaction of operation ${base.operation} did not commit; nothing was recorded and its writes were rolled back`,
-          error,
-        )
-        throw new StoreUnavailableError({ cause: error })
+        throw commitFailed(held, base, committing.sent, error)
       }
       // Committed: the record is there for everyone now. Its expiry is counted from a time in
       // the transaction (the Drizzle store: its completing statement), so from before the
@@ -836,6 +927,7 @@ export function createIdempotency<TTransaction = unknown>(
     readonly #leaseToken: string
     readonly #fingerprint: string
     readonly #ttl: number
+    readonly #lockTimeout: number
     readonly #base: EventBase
     readonly #startedAt: number
     #settled = false
@@ -844,6 +936,7 @@ export function createIdempotency<TTransaction = unknown>(
       record: IdempotencyRecord,
       takeover: boolean,
       ttl: number,
+      lockTimeout: number,
       base: EventBase,
       startedAt: number,
     ) {
@@ -857,61 +950,85 @@ export function createIdempotency<TTransaction = unknown>(
       this.#leaseToken = record.leaseToken
       this.#fingerprint = record.fingerprint
       this.#ttl = ttl
+      this.#lockTimeout = lockTimeout
       this.#base = base
       this.#startedAt = startedAt
     }
 
     async #completedUnderThisLease(): Promise<boolean> {
       try {
-        const current = await store.get(this.#scope, this.#key)
+        const current = await bounded(
+          store.get(this.#scope, this.#key),
+          completeTimeout,
+          'complete',
+        )
         return current?.status === 'completed' && current.leaseToken === this.#leaseToken
       } catch {
         return false
       }
     }
 
-    /** Encodes and writes the outcome (retrying a store that fails), then reports it. */
+    /**
+     * Encodes and writes the outcome, then reports it. A store that fails is tried again for as
+     * long as the lease lasts (./engine/background.ts); the caller waits for that at most
+     * `completeTimeout`, and the rest goes on in the background.
+     */
     async #record(outcome: Outcome): Promise<void> {
       const base = this.#base
       const response = encodeOutcome(outcome, base)
       // Before the store reads its clock for `expires_at`: a copy from here ends no later.
       const sentAt = replayCache ? now() : 0
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const ok = await store.complete({
-            scope: this.#scope,
-            key: this.#key,
-            leaseToken: this.#leaseToken,
-            response,
-            ttlMs: this.#ttl,
-          })
-          // `false` may also mean that an earlier attempt, or a copy of this one the client sent
-          // again after a reconnect (ioredis does), did commit and only its answer was lost: the
-          // record then stands completed under this lease, which is no loss. One read, on this
-          // rare path only.
-          if (ok || (await this.#completedUnderThisLease())) {
-            replayCache?.add(this.#scope, this.#key, this.#fingerprint, response, sentAt, this.#ttl)
-          } else {
-            emit(base, 'lost-lease')
-            logger.warn(
-              `lost the lease on operation ${base.operation} before completing: the outcome was not recorded (the key was taken over or released)`,
-            )
-          }
-          break
-        } catch (error) {
-          const delay = completeRetryDelays[attempt]
-          if (delay === undefined) {
-            emit(base, 'store-error', { stage: 'complete', error })
-            logger.error(
-              `could not record the outcome of operation ${base.operation}; the key stays in progress until its lease ends`,
-              error,
-            )
-            break
-          }
-          await sleep(delay)
-        }
+      const input = {
+        scope: this.#scope,
+        key: this.#key,
+        leaseToken: this.#leaseToken,
+        response,
+        ttlMs: this.#ttl,
       }
+      const completion = background.retry({
+        // `false` may also mean that an earlier attempt, or a copy of this one the client sent
+        // again after a reconnect (ioredis does), did commit and only its answer was lost: the
+        // record then stands completed under this lease, which is no loss. One read, on this
+        // rare path only.
+        attempt: async () =>
+          (await bounded(store.complete(input), completeTimeout, 'complete')) ||
+          (await this.#completedUnderThisLease()),
+        leaseEndsAt: this.#startedAt + this.#lockTimeout,
+        now,
+      })
+      let result: CompletionResult | undefined
+      try {
+        result = await bounded(completion, completeTimeout, 'complete')
+      } catch (error) {
+        // Still trying: the caller gets its value now, and the record stays in progress (409 to
+        // retries) until the completion lands or the lease ends.
+        emit(base, 'completion-deferred', { stage: 'complete', error })
+        logger.warn(
+          `the outcome of operation ${base.operation} is not recorded yet; still trying until its lease ends`,
+        )
+        background.track(completion.then((late) => this.#report(late, response, sentAt, true)))
+      }
+      if (result) this.#report(result, response, sentAt, false)
       if (options.onEvent) emit(base, 'executed', { durationMs: now() - this.#startedAt })
+    }
+
+    #report(result: CompletionResult, response: string | null, sentAt: number, late: boolean) {
+      const base = this.#base
+      if (result.kind === 'recorded') {
+        replayCache?.add(this.#scope, this.#key, this.#fingerprint, response, sentAt, this.#ttl)
+        if (late) emit(base, 'completed-late')
+      } else if (result.kind === 'lost-lease') {
+        emit(base, 'lost-lease')
+        logger.warn(
+          `lost the lease on operation ${base.operation} before completing: the outcome was not recorded (the key was taken over or released)`,
+        )
+      } else {
+        emit(base, 'store-error', { stage: 'complete', error: result.error })
+        logger.error(
+          `could not record the outcome of operation ${base.operation} before its lease ended; a retry after that runs it again`,
+          result.error,
+        )
+      }
     }
 
     // Not `async`: that would add a promise per call. A second settling still rejects
@@ -933,11 +1050,12 @@ export function createIdempotency<TTransaction = unknown>(
       this.#settled = true
       const base = this.#base
       try {
-        const ok = await store.release({
+        const releasing = store.release({
           scope: this.#scope,
           key: this.#key,
           leaseToken: this.#leaseToken,
         })
+        const ok = await bounded(releasing, releaseTimeout, 'release')
         if (ok) emit(base, 'released')
         else {
           emit(base, 'lost-lease')
@@ -1025,7 +1143,11 @@ export function createIdempotency<TTransaction = unknown>(
     execute: execute as Idempotency<TTransaction>['execute'],
     begin,
     sweep: () => store.sweep(),
-    close: () => clearInterval(timer),
+    drain: () => background.drain(),
+    close: () => {
+      clearInterval(timer)
+      background.close()
+    },
     store,
     transactional,
     required: defaults.required,
@@ -1040,18 +1162,4 @@ export const unkeyedContext: HandlerContext<never> = {
       'idempotent-mutations: deriveKey needs a keyed operation (this one ran without a key)',
     )
   },
-}
-
-/** Rejects when `promise` has not settled within `ms`; a late rejection of it is ignored. */
-function bounded<T>(promise: Promise<T>, ms: number): Promise<T> {
-  promise.catch(() => {})
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(new Error(`idempotent-mutations: the store did not answer a claim within ${ms} ms`)),
-      ms,
-    )
-  })
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }

@@ -8,6 +8,7 @@ export type IdempotencyErrorCode =
   | 'KEY_REUSED'
   | 'IN_PROGRESS'
   | 'STORE_UNAVAILABLE'
+  | 'OUTCOME_UNKNOWN'
   | 'RESPONSE_NOT_STORED'
 
 /** The HTTP status each code maps to (SPEC: "Public API"). */
@@ -17,6 +18,7 @@ export const idempotencyErrorStatus: Readonly<Record<IdempotencyErrorCode, numbe
   KEY_REUSED: 422,
   IN_PROGRESS: 409,
   STORE_UNAVAILABLE: 503,
+  OUTCOME_UNKNOWN: 503,
   RESPONSE_NOT_STORED: 422,
 }
 
@@ -28,7 +30,7 @@ export class IdempotencyError extends Error {
   override name = 'IdempotencyError'
   readonly code: IdempotencyErrorCode
   readonly status: number
-  /** Seconds the client should wait before retrying; set for `IN_PROGRESS`. */
+  /** Seconds the client should wait before retrying; set for `IN_PROGRESS` and `OUTCOME_UNKNOWN`. */
   readonly retryAfter: number | undefined
 
   constructor(
@@ -94,6 +96,23 @@ export class StoreUnavailableError extends IdempotencyError {
       'STORE_UNAVAILABLE',
       'The idempotency store is unavailable, so the request was not run: retry later with the same key.',
       options,
+    )
+  }
+}
+
+/**
+ * The operation ran, but whether its outcome took effect is unknown: the database's answer to
+ * the COMMIT was lost (its connection reset) or did not come within `commitTimeout`. Unlike
+ * `STORE_UNAVAILABLE`, it may have been applied; a retry with the same key learns which (the
+ * replay, or a first execution).
+ */
+export class OutcomeUnknownError extends IdempotencyError {
+  override name = 'OutcomeUnknownError'
+  constructor(retryAfter = 1, options: IdempotencyErrorOptions = {}) {
+    super(
+      'OUTCOME_UNKNOWN',
+      'The request with this Idempotency-Key ran, but the idempotency store did not confirm its outcome: it may have been applied; retry with the same key to learn its outcome.',
+      { ...options, retryAfter },
     )
   }
 }

@@ -29,6 +29,7 @@ export {
   KeyInvalidError,
   KeyRequiredError,
   KeyReusedError,
+  OutcomeUnknownError,
   ResponseNotStoredError,
   StoreUnavailableError,
 } from './errors'

@@ -16,7 +16,32 @@ export interface HeldTransaction<TTransaction> {
    * `commit()` it does nothing.
    */
   rollback(): Promise<void>
+  /**
+   * Resolves true while the transaction (and, for a savepoint, the transaction it is in) can
+   * still take statements, false once it ended on its own, before it was told how to end: its
+   * connection closed, and the driver settled it (postgres.js does). Checked after the
+   * callbacks already due have run (a macrotask), so the end of a connection that failed the
+   * statement before is seen. A statement sent to a transaction that ended so would go to a
+   * closed connection: postgres.js then throws from a timer (an uncaught exception), or sends it
+   * on the connection's next session, outside any transaction.
+   */
+  open(): Promise<boolean>
+  /** The same as {@link open}, without waiting: what is known now. */
+  ended(): boolean
 }
+
+/** What `commit()` rejects with when the transaction ended on its own before it: nothing committed. */
+export class TransactionEndedError extends Error {
+  override name = 'TransactionEndedError'
+  constructor(options: { cause?: unknown } = {}) {
+    super(
+      'idempotent-mutations: the transaction ended before it was committed (its connection closed); nothing was committed',
+      options.cause === undefined ? undefined : { cause: options.cause },
+    )
+  }
+}
+
+const afterDueCallbacks = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 /** What the parked callback throws to roll back; never seen outside this module. */
 const rollbackSignal = new Error('idempotent-mutations: rolled back on purpose')
@@ -29,6 +54,8 @@ export async function holdTransaction<TTransaction>(
   run: (
     fn: (session: StoreTransaction<TTransaction>) => Promise<void>,
   ) => Promise<void> | PromiseLike<void>,
+  /** For a savepoint: the transaction it is in, which ends it when it ends. */
+  parent?: HeldTransaction<TTransaction>,
 ): Promise<HeldTransaction<TTransaction>> {
   let handOver!: (session: StoreTransaction<TTransaction>) => void
   let failToStart!: (error: unknown) => void
@@ -49,28 +76,56 @@ export async function holdTransaction<TTransaction>(
   )
   // Settles `started` if the transaction ended before handing its session over (BEGIN failed);
   // after a hand-over this is a no-op, and it keeps `ended` from being an unhandled rejection.
+  // An end before the decision means the driver gave the transaction up (its connection closed).
+  let endedUndecided = false
+  let endError: unknown
+  let decided = false
   ended.then(
-    () => failToStart(new Error('idempotent-mutations: the transaction ended before it started')),
-    failToStart,
+    () => {
+      if (!decided) endedUndecided = true
+      failToStart(new Error('idempotent-mutations: the transaction ended before it started'))
+    },
+    (error: unknown) => {
+      if (!decided) {
+        endedUndecided = true
+        endError = error
+      }
+      failToStart(error)
+    },
   )
   const session = await started
 
+  const isEnded = (): boolean => endedUndecided || (parent?.ended() ?? false)
   let ending: Promise<void> | undefined
   const end = (commit: boolean): Promise<void> => {
-    if (ending === undefined) {
+    // After the callbacks already due: a connection that just failed a statement has settled
+    // the transaction by then.
+    ending ??= afterDueCallbacks().then(() => {
+      if (isEnded()) {
+        // Never wake the parked callback of a transaction that is over: the driver would send
+        // its COMMIT or ROLLBACK to a connection that is gone. The database rolled it back.
+        if (commit) throw new TransactionEndedError({ cause: endError })
+        return
+      }
+      decided = true
       decide(commit)
-      ending = ended.then(
+      return ended.then(
         () => undefined,
         (error: unknown) => {
           if (error !== rollbackSignal) throw error
           // A rollback asked for and done; a commit that ended in this signal cannot happen.
         },
       )
-    }
+    })
     return ending
   }
   return {
     session,
+    ended: isEnded,
+    open: async () => {
+      await afterDueCallbacks()
+      return !isEnded()
+    },
     commit: () => end(true),
     // Once the end is decided, the transaction is over either way (a failed COMMIT leaves
     // nothing behind), so a later rollback has nothing left to do.

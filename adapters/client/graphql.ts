@@ -10,6 +10,7 @@ import {
   type RetryOptions,
   type RetryPolicy,
   resolveRetryPolicy,
+  retriedCodes,
   runWithRetries,
 } from './retry'
 
@@ -312,7 +313,8 @@ function lost(error: unknown): AttemptOutcome<Response> {
 
 /**
  * Finds the idempotency error a GraphQL body reports (`extensions.code` = `IDEMPOTENCY_*`), in
- * one result or any result of a batch; a retryable one (`IN_PROGRESS`, `STORE_UNAVAILABLE`)
+ * one result or any result of a batch; a retryable one (`IN_PROGRESS`, `STORE_UNAVAILABLE`,
+ * `OUTCOME_UNKNOWN`)
  * wins over the others, since retrying the batch is then worth it for that operation.
  */
 function idempotencyErrorIn(
@@ -340,7 +342,7 @@ function idempotencyErrorIn(
       found.push({ code, retryAfter })
     }
   }
-  return found.find((f) => f.code === 'IN_PROGRESS' || f.code === 'STORE_UNAVAILABLE') ?? found[0]
+  return found.find((f) => retriedCodes.has(f.code)) ?? found[0]
 }
 
 const nullBodyStatuses = new Set([101, 103, 204, 205, 304])

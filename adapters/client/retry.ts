@@ -93,14 +93,22 @@ export interface RetryOptions {
 /**
  * The default retry decision. Retried: network failures (the outcome is unknown, and the key
  * makes a second send safe), 5xx including 503 `STORE_UNAVAILABLE` (nothing was recorded, or the
- * key was released), 409 and `IN_PROGRESS` (another attempt with this key is running: the retry
- * gets its replay), and `STORE_UNAVAILABLE` in a GraphQL body. Never retried: every other 4xx,
+ * key was released) and 503 `OUTCOME_UNKNOWN` (it may have been applied: the retry learns its
+ * outcome), 409 and `IN_PROGRESS` (another attempt with this key is running: the retry gets its
+ * replay), and those codes in a GraphQL body. Never retried: every other 4xx,
  * such as 400 `KEY_INVALID`/`KEY_REQUIRED` and 422 `KEY_REUSED`/`RESPONSE_NOT_STORED`: the same
  * request would get the same answer.
  */
+/** The idempotency codes a retry with the same key can get past. */
+export const retriedCodes: ReadonlySet<IdempotencyErrorCode> = new Set([
+  'IN_PROGRESS',
+  'STORE_UNAVAILABLE',
+  'OUTCOME_UNKNOWN',
+])
+
 export function defaultRetryOn(failure: RetryFailure): boolean {
   if (failure.kind === 'network') return true
-  if (failure.code === 'IN_PROGRESS' || failure.code === 'STORE_UNAVAILABLE') return true
+  if (failure.code !== undefined && retriedCodes.has(failure.code)) return true
   if (failure.status === undefined) return false
   return failure.status === 409 || failure.status >= 500
 }

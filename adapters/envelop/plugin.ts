@@ -288,7 +288,8 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
 
   /**
    * Settles, then makes the result the client gets tell the truth about a transaction: one that
-   * did not commit (STORE_UNAVAILABLE: nothing happened, retry with the same key) or was rolled
+   * did not commit (STORE_UNAVAILABLE: nothing happened; OUTCOME_UNKNOWN: its COMMIT was not
+   * confirmed, so it may have happened; retry with the same key either way) or was rolled
    * back (its `data` describes writes that no longer exist, so it goes).
    */
   async function settleAndReport(

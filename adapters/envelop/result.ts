@@ -6,7 +6,7 @@ const codePrefix = 'IDEMPOTENCY_'
 
 /**
  * An engine error as the GraphQL error a client gets. `extensions.http` makes Yoga answer with
- * the status (400, 409, 422, 503) and, on 409, a `Retry-After` header; Yoga strips `http` from
+ * the status (400, 409, 422, 503) and, on 409 and 503 `OUTCOME_UNKNOWN`, a `Retry-After` header; Yoga strips `http` from
  * the body, so `retryAfter` is repeated as an extension for clients that only see the body.
  * No `originalError`: an error that wraps a non-GraphQL error is what maskers mask.
  */

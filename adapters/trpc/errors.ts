@@ -22,6 +22,7 @@ export const trpcCodeForIdempotencyError: Readonly<
   RESPONSE_NOT_STORED: 'UNPROCESSABLE_CONTENT',
   IN_PROGRESS: 'CONFLICT',
   STORE_UNAVAILABLE: 'SERVICE_UNAVAILABLE',
+  OUTCOME_UNKNOWN: 'SERVICE_UNAVAILABLE',
 }
 
 /** Wraps an engine error in the `TRPCError` a client gets, keeping it as the `cause`. */

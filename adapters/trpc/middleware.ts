@@ -315,8 +315,9 @@ export function createIdempotencyMiddleware<TContext = object>(
           }
           result = handover.result
         }
-        // In transactional mode completing commits, and a failed commit (nothing happened)
-        // reaches the client as 503 STORE_UNAVAILABLE: retry with the same key.
+        // In transactional mode completing commits: a commit that failed (nothing happened)
+        // reaches the client as 503 STORE_UNAVAILABLE, one whose answer was lost (it may have
+        // happened) as 503 OUTCOME_UNKNOWN; either way, retry with the same key.
         if (result.ok) {
           settled = true
           await lease

@@ -29,6 +29,12 @@ describe('the shared retry policy', () => {
     ['503 STORE_UNAVAILABLE', { status: 503, code: 'STORE_UNAVAILABLE' as const }, true],
     ['409 IN_PROGRESS', { status: 409, code: 'IN_PROGRESS' as const }, true],
     ['200 with IN_PROGRESS in the body', { status: 200, code: 'IN_PROGRESS' as const }, true],
+    ['503 OUTCOME_UNKNOWN', { status: 503, code: 'OUTCOME_UNKNOWN' as const }, true],
+    [
+      '200 with OUTCOME_UNKNOWN in the body',
+      { status: 200, code: 'OUTCOME_UNKNOWN' as const },
+      true,
+    ],
     ['400 KEY_INVALID', { status: 400, code: 'KEY_INVALID' as const }, false],
     ['400 KEY_REQUIRED', { status: 400, code: 'KEY_REQUIRED' as const }, false],
     ['422 KEY_REUSED', { status: 422, code: 'KEY_REUSED' as const }, false],

@@ -114,29 +114,36 @@ describe('engine: recording the outcome fails', () => {
     expect(logger.warn).not.toHaveBeenCalled()
   })
 
-  it('reports a completion that keeps failing, and the caller still gets the value', async () => {
-    const { idempotency, store, events, logger } = createHarness({
+  it('keeps retrying a completion that keeps failing until the lease ends, then reports it; the caller gets its value at once', async () => {
+    let attempts = 0
+    const { idempotency, store, events, logger, clock } = createHarness({
+      completeTimeout: 20,
+      lockTimeout: '10s',
       store: (memory) => ({
         ...memory,
         complete: async () => {
+          attempts++
           throw storeDown()
         },
       }),
     })
     const result = await idempotency.execute({ key: 'k', operation }, () => 'value')
     expect(result).toEqual({ value: 'value', replayed: false })
-    expect(events.map((event) => event.type)).toEqual(['store-error', 'executed'])
-    expect(events[0]).toMatchObject({ stage: 'complete' })
+    expect(events.map((event) => event.type)).toEqual(['completion-deferred', 'executed'])
+    // The key stays in progress while the completion is retried: a retry now is told to wait.
+    expect(await store.get(scope, 'k')).toMatchObject({ status: 'in_progress' })
+    await expect(idempotency.execute({ key: 'k', operation }, () => 'again')).rejects.toMatchObject(
+      { code: 'IN_PROGRESS' },
+    )
+    clock.advance(10_001)
+    await idempotency.drain()
+    expect(attempts).toBeGreaterThan(1)
+    expect(events.filter((event) => event.type === 'store-error')).toMatchObject([
+      { stage: 'complete' },
+    ])
     expect(logger.error).toHaveBeenCalledWith(
       expect.stringMatching(/could not record/),
       expect.any(Error),
-    )
-    // The key stays in progress until its lease ends: a retry now is told to wait.
-    expect(await store.get(scope, 'k')).toMatchObject({ status: 'in_progress' })
-    await expect(idempotency.execute({ key: 'k', operation }, () => 'again')).rejects.toMatchObject(
-      {
-        code: 'IN_PROGRESS',
-      },
     )
   })
 

@@ -187,11 +187,44 @@ export function runDrizzleTransaction<TTransaction, T>(
   statements: TransactionStatements,
   fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>,
 ): Promise<T> {
-  const begin = () =>
-    db.transaction((tx) => fn(createStoreTransaction<TTransaction>(tx, statements)))
+  const begin = () => {
+    let detach: (() => void) | undefined
+    const running = db.transaction((tx) => {
+      detach = listenForConnectionErrors(connectionOf(tx))
+      return fn(createStoreTransaction<TTransaction>(tx, statements))
+    })
+    return running.finally(() => detach?.())
+  }
   // On PGlite the functions must exist before the transaction: inside it, the instance that
   // would create them waits for the transaction to end.
   return statements.ensureFunctions ? statements.ensureFunctions().then(begin) : begin()
+}
+
+/**
+ * A node-postgres pool client checked out for a transaction has no `error` listener (the pool
+ * removes its own while the client is out), so a connection that resets while the transaction
+ * waits for the handler would emit an uncaught `error` and end the process. This listener stays
+ * for the transaction's life and goes once it has ended and the client is back in the pool; the
+ * error itself reaches the transaction through its next statement, which fails.
+ */
+function listenForConnectionErrors(client: unknown): (() => void) | undefined {
+  const emitter = client as {
+    on?: unknown
+    removeListener?: (event: 'error', listener: () => void) => void
+    query?: unknown
+  } | null
+  if (
+    typeof emitter !== 'object' ||
+    emitter === null ||
+    typeof emitter.on !== 'function' ||
+    typeof emitter.removeListener !== 'function' ||
+    typeof emitter.query !== 'function'
+  ) {
+    return undefined
+  }
+  const ignore = () => {}
+  ;(emitter.on as (event: 'error', listener: () => void) => void).call(emitter, 'error', ignore)
+  return () => emitter.removeListener!('error', ignore)
 }
 
 /** The PGlite transaction behind a drizzle transaction on PGlite. */

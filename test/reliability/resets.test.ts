@@ -1,0 +1,245 @@
+import { drizzle as drizzleNodePostgres } from 'drizzle-orm/node-postgres'
+import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
+import pg from 'pg'
+import postgres from 'postgres'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import {
+  createIdempotency,
+  type IdempotencyEvent,
+  OutcomeUnknownError,
+  StoreUnavailableError,
+} from '../../src'
+import type { DrizzlePgDatabase } from '../../src/stores/drizzle'
+import { databaseUrl, testSchema } from '../support/env'
+import { startCommitProxy } from './fixtures/commit-proxy'
+import {
+  connect,
+  createStore,
+  dropSchema,
+  executionsOf,
+  recordsOf,
+  resetSchema,
+} from './fixtures/database'
+
+const schema = testSchema('im_rel_resets')
+
+function deferred() {
+  let resolve!: () => void
+  const promise = new Promise<void>((r) => {
+    resolve = r
+  })
+  return { promise, resolve }
+}
+
+/**
+ * Connection resets in the middle of transactions. Each case records every uncaught exception
+ * and unhandled rejection of this process while it runs, and asserts there were none: before
+ * these fixes, postgres.js threw `Cannot read properties of null (reading 'write')` from a timer
+ * when the library ended a transaction whose connection was gone, and a node-postgres pool
+ * client held for the handler emitted an `error` nobody listened to.
+ */
+describe.skipIf(!databaseUrl)(
+  `connection resets mid-transaction crash nothing [postgres]${databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'}`,
+  () => {
+    const admin = connect({ url: databaseUrl, max: 2 })
+    const crashes: unknown[] = []
+    const record = (error: unknown) => void crashes.push(error)
+    let tables = 0
+    beforeAll(async () => {
+      await resetSchema(admin, schema)
+      process.on('uncaughtException', record)
+      process.on('unhandledRejection', record)
+    })
+    afterAll(async () => {
+      process.off('uncaughtException', record)
+      process.off('unhandledRejection', record)
+      await dropSchema(admin, schema)
+      await admin.close()
+    })
+    afterEach(async () => {
+      // Whatever a dead connection would still throw comes from a timer: let those run first.
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+      const seen = crashes.splice(0)
+      expect(seen).toEqual([])
+    })
+
+    /** Ends, from the server side, every backend of the application named `name`. */
+    const terminate = (name: string) =>
+      admin.query(
+        `select pg_terminate_backend(pid) from pg_stat_activity where application_name = '${name}'`,
+      )
+
+    const drivers = {
+      /** postgres.js: `closed` resolves when a connection of the client has closed. */
+      'postgres.js': (name: string) => {
+        let closed = deferred()
+        const client = postgres(databaseUrl!, {
+          max: 2,
+          onnotice: () => {},
+          connection: { application_name: name },
+          onclose: () => closed.resolve(),
+        })
+        return {
+          db: drizzlePostgresJs({ client }) as unknown as DrizzlePgDatabase,
+          nextClose: () => {
+            closed = deferred()
+            return closed.promise
+          },
+          end: () => client.end({ timeout: 1 }),
+        }
+      },
+      'node-postgres': (name: string) => {
+        let closed = deferred()
+        const pool = new pg.Pool({
+          connectionString: databaseUrl,
+          max: 2,
+          application_name: name,
+        })
+        pool.on('error', () => {})
+        pool.on('connect', (client) => client.on('end', () => closed.resolve()))
+        return {
+          db: drizzleNodePostgres({ client: pool }) as unknown as DrizzlePgDatabase,
+          nextClose: () => {
+            closed = deferred()
+            return closed.promise
+          },
+          end: () => pool.end(),
+        }
+      },
+    }
+
+    async function setup(driverName: keyof typeof drivers) {
+      const name = `im-resets-${++tables}`
+      const driver = drivers[driverName](name)
+      const table = `keys_${tables}`
+      const store = await createStore(driver.db, schema, table)
+      const events: IdempotencyEvent[] = []
+      const idempotency = createIdempotency({
+        store,
+        transactional: true,
+        logger: { warn() {}, error() {} },
+        onEvent: (event) => void events.push(event),
+      })
+      /** A handler that writes its execution row, waits at the gate, then returns or throws. */
+      let inside = deferred()
+      const run = (key: string, gate: Promise<void>, outcome: 'return' | 'throw' = 'return') =>
+        idempotency.execute(
+          { key, operation: 'orders.create', transactional: true },
+          async ({ tx }) => {
+            await (tx as DrizzlePgDatabase).execute(
+              `insert into "${schema}".executions (scope, key, pid, size) values ('', '${key}', ${process.pid}, 0)` as never,
+            )
+            inside.resolve()
+            await gate
+            if (outcome === 'throw') throw new Error('the handler failed')
+            return { key }
+          },
+        )
+      /** Resolves when the next handler has written its row and waits at its gate. */
+      const nextInside = () => {
+        inside = deferred()
+        return inside.promise
+      }
+      return { ...driver, name, table, idempotency, events, run, nextInside }
+    }
+
+    for (const driverName of Object.keys(drivers) as (keyof typeof drivers)[]) {
+      it(`${driverName}: a reset while the handler runs answers 503 STORE_UNAVAILABLE (nothing committed) and the same client serves the next key`, async () => {
+        const app = await setup(driverName)
+        try {
+          const gate = deferred()
+          const closed = app.nextClose()
+          const atGate = app.nextInside()
+          const first = app.run(`reset-return-${driverName}`, gate.promise).catch((e) => e)
+          await atGate
+          await terminate(app.name)
+          await closed
+          gate.resolve()
+          expect(await first).toBeInstanceOf(StoreUnavailableError)
+          expect(await executionsOf(admin, schema, `reset-return-${driverName}`)).toEqual([])
+          const open = deferred()
+          open.resolve()
+          expect(await app.run(`after-reset-${driverName}`, open.promise)).toMatchObject({
+            replayed: false,
+          })
+          expect(await executionsOf(admin, schema, `after-reset-${driverName}`)).toHaveLength(1)
+        } finally {
+          await app.end()
+        }
+      })
+
+      it(`${driverName}: a reset while the handler runs, then a handler error, gives the caller its error and releases nothing twice`, async () => {
+        const app = await setup(driverName)
+        try {
+          const gate = deferred()
+          const closed = app.nextClose()
+          const atGate = app.nextInside()
+          const first = app.run(`reset-throw-${driverName}`, gate.promise, 'throw').catch((e) => e)
+          await atGate
+          await terminate(app.name)
+          await closed
+          gate.resolve()
+          expect(await first).toMatchObject({ message: 'the handler failed' })
+          expect(await executionsOf(admin, schema, `reset-throw-${driverName}`)).toEqual([])
+          expect(await recordsOf(admin, schema, app.table, `reset-throw-${driverName}`)).toEqual([])
+        } finally {
+          await app.end()
+        }
+      })
+    }
+
+    it('postgres.js: a COMMIT whose answer is lost answers 503 OUTCOME_UNKNOWN, not "not run"; the retry replays what committed', async () => {
+      const target = new URL(databaseUrl!)
+      const proxy = await startCommitProxy({
+        host: target.hostname,
+        port: Number(target.port || 5432),
+      })
+      const client = postgres(databaseUrl!, {
+        max: 1,
+        onnotice: () => {},
+        host: proxy.host,
+        port: proxy.port,
+      })
+      try {
+        const db = drizzlePostgresJs({ client }) as unknown as DrizzlePgDatabase
+        const store = await createStore(db, schema, `keys_${++tables}`)
+        const events: IdempotencyEvent[] = []
+        const idempotency = createIdempotency({
+          store,
+          transactional: true,
+          logger: { warn() {}, error() {} },
+          onEvent: (event) => void events.push(event),
+        })
+        // No 'commit' in the key: the proxy looks for that word in what the driver sends.
+        const key = 'lost-reply'
+        let runs = 0
+        const handler = async ({ tx }: { tx?: unknown }) => {
+          runs++
+          await (tx as DrizzlePgDatabase).execute(
+            `insert into "${schema}".executions (scope, key, pid, size) values ('', '${key}', ${process.pid}, 0)` as never,
+          )
+          return { key }
+        }
+        const lost = proxy.loseNextCommitReply()
+        const error = await idempotency
+          .execute({ key, operation: 'orders.create', transactional: true }, handler)
+          .catch((e) => e)
+        await lost
+        expect(error).toBeInstanceOf(OutcomeUnknownError)
+        expect(error).toMatchObject({ code: 'OUTCOME_UNKNOWN', status: 503 })
+        expect(events.map((e) => e.type)).toContain('outcome-unknown')
+        // It did commit, and the retry says so.
+        expect(await executionsOf(admin, schema, key)).toHaveLength(1)
+        const retry = await idempotency.execute(
+          { key, operation: 'orders.create', transactional: true },
+          handler,
+        )
+        expect(retry).toEqual({ value: { key }, replayed: true })
+        expect(runs).toBe(1)
+      } finally {
+        await client.end({ timeout: 1 })
+        await proxy.close()
+      }
+    })
+  },
+)
