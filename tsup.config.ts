@@ -13,6 +13,7 @@ export default defineConfig({
     'src/testing/index': 'src/testing/index.ts',
     'adapters/fetch/index': 'adapters/fetch/index.ts',
     'adapters/hono/index': 'adapters/hono/index.ts',
+    'adapters/express/index': 'adapters/express/index.ts',
   },
   format: ['esm'],
   target: 'node20',

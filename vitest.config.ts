@@ -16,6 +16,7 @@ const packageSubpaths = {
   'idempotent-mutations/testing': './src/testing/index.ts',
   'idempotent-mutations/fetch': './adapters/fetch/index.ts',
   'idempotent-mutations/hono': './adapters/hono/index.ts',
+  'idempotent-mutations/express': './adapters/express/index.ts',
 }
 
 export default defineConfig({

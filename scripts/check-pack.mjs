@@ -99,6 +99,7 @@ const subpaths = {
     names: ['withIdempotency', 'idempotencyContext', 'defaultHttpStoreStatus'],
   },
   './hono': { peers: ['hono'], names: ['idempotency', 'defaultHttpStoreStatus'] },
+  './express': { peers: [], names: ['idempotency', 'defaultHttpStoreStatus'] },
   './client/trpc': {
     peers: ['@trpc/client', '@trpc/server'],
     names: ['idempotencyLink', 'idempotencyHeaders', 'defaultRetryOn'],

@@ -20,12 +20,14 @@ export type HttpHandlerContext<TTransaction = unknown> = HandlerContext<TTransac
  * Answers `request` through the engine: the methods it deduplicates run `run` once per (scope,
  * method and path, key), and every retry gets the recorded response with
  * `Idempotent-Replay: true`; any other method goes straight to `run`, and the store is never
- * called. The library's own refusals answer as `application/problem+json` with the stable code.
+ * called. The library's own refusals answer as `refuse` makes them: by default
+ * `application/problem+json` with the stable code.
  */
 export async function respondIdempotently<TTransaction>(
   request: Request,
   options: ResolvedHttpOptions<TTransaction>,
   run: (context: HttpHandlerContext<TTransaction>) => Promise<Response>,
+  refuse: (error: IdempotencyError) => Response = problemResponse,
 ): Promise<Response> {
   if (!options.methods.has(request.method.toUpperCase())) {
     return run(unkeyedContext as HttpHandlerContext<TTransaction>)
@@ -34,14 +36,14 @@ export async function respondIdempotently<TTransaction>(
   try {
     attempt = await options.idempotency.begin(await operationOf(request, options))
   } catch (error) {
-    if (isIdempotencyError(error)) return problemResponse(error)
+    if (isIdempotencyError(error)) return refuse(error)
     throw error
   }
   if (attempt.kind === 'bypass') return run(unkeyedContext as HttpHandlerContext<TTransaction>)
   if (attempt.kind === 'replay') {
     const recorded = attempt.outcome.ok ? (attempt.outcome.value as RecordedResponse) : undefined
     if (recorded === undefined || recorded.notStored === true || recorded.status === undefined) {
-      return problemResponse(new ResponseNotStoredError())
+      return refuse(new ResponseNotStoredError())
     }
     return replayResponse(recorded)
   }
@@ -64,7 +66,7 @@ export async function respondIdempotently<TTransaction>(
   try {
     await lease.complete(recorded)
   } catch (error) {
-    if (isIdempotencyError(error)) return problemResponse(error)
+    if (isIdempotencyError(error)) return refuse(error)
     throw error
   }
   return answer

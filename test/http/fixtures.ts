@@ -1,7 +1,11 @@
+import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { serve } from '@hono/node-server'
+import express from 'express'
 import { Hono } from 'hono'
 import { vi } from 'vitest'
+import { idempotency as expressIdempotency } from '../../adapters/express'
+import { sendFetchResponse, toFetchRequest } from '../../adapters/express/node'
 import { withIdempotency } from '../../adapters/fetch'
 import { idempotency as honoIdempotency } from '../../adapters/hono'
 import type { HttpIdempotencyOptions } from '../../adapters/http'
@@ -76,8 +80,14 @@ function streamed(size: number): Response {
   return new Response(body, { headers: { 'content-type': 'application/octet-stream' } })
 }
 
-export type Transport = 'fetch' | 'fetch on Node' | 'hono' | 'hono on Node'
-export const transports: Transport[] = ['fetch', 'fetch on Node', 'hono', 'hono on Node']
+export type Transport = 'fetch' | 'fetch on Node' | 'hono' | 'hono on Node' | 'express on Node'
+export const transports: Transport[] = [
+  'fetch',
+  'fetch on Node',
+  'hono',
+  'hono on Node',
+  'express on Node',
+]
 
 export interface HttpAppOptions {
   store?: IdempotencyStore
@@ -99,6 +109,8 @@ export async function createHttpApp(transport: Transport, options: HttpAppOption
     ...options.adapter,
   }
   let fetchHandler: (request: Request) => Promise<Response>
+  if (transport === 'express on Node')
+    return expressApp(routes, adapterOptions, { charges, hold, store, engine, routes })
   if (transport.startsWith('fetch')) {
     fetchHandler = withIdempotency(routes, adapterOptions)
   } else {
@@ -123,6 +135,38 @@ export async function createHttpApp(transport: Transport, options: HttpAppOption
     return base.startsWith('http://app.test') ? fetchHandler(request) : fetch(request)
   }
   return { send, routes, charges, hold, store, engine, close }
+}
+
+/**
+ * The routes behind the Express middleware, after `express.json()`, on a real server. The
+ * routes answer through Express's `res` (status, headers, writes), as Express handlers do.
+ */
+async function expressApp<T extends object>(
+  routes: (request: Request) => Promise<Response>,
+  adapterOptions: HttpIdempotencyOptions,
+  rest: T,
+) {
+  const app = express()
+  app.use(express.json())
+  app.use(expressIdempotency(adapterOptions))
+  app.use(async (req, res) => {
+    await sendFetchResponse(res, await routes(await toFetchRequest(req)))
+  })
+  const server = createServer(app)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const send = (path: string, init: RequestInit & { key?: string; tenant?: string } = {}) => {
+    const headers = new Headers(init.headers)
+    if (init.key !== undefined) headers.set('idempotency-key', init.key)
+    if (init.tenant !== undefined) headers.set('x-tenant', init.tenant)
+    return fetch(`${base}${path}`, { method: 'POST', ...init, headers })
+  }
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections()
+      server.close(() => resolve())
+    })
+  return { ...rest, send, close }
 }
 
 /** A JSON POST body. */

@@ -1,0 +1,156 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+
+/** Node's request as Express (or a body parser before the middleware) leaves it. */
+export type NodeRequest = IncomingMessage & {
+  body?: unknown
+  originalUrl?: string
+  protocol?: string
+  /** body-parser's mark that the body has been read. */
+  _body?: boolean
+}
+
+/** Node's response, with Express's `locals` when it is there. */
+export type NodeResponse = ServerResponse & { locals?: Record<string, unknown> }
+
+const nullBodyStatuses = new Set([101, 103, 204, 205, 304])
+
+/**
+ * `req` as a Fetch `Request` with the same method, URL, headers and body bytes. A body that a
+ * parser already read (`req.body`) is taken from there; otherwise the stream is read here and
+ * left in `req.body` as a Buffer (marked read, so a parser after this middleware skips it).
+ */
+export async function toFetchRequest(req: NodeRequest): Promise<Request> {
+  const protocol = req.protocol ?? 'http'
+  const url = `${protocol}://${req.headers.host ?? 'localhost'}${req.originalUrl ?? req.url ?? '/'}`
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (Array.isArray(value)) for (const item of value) headers.append(name, item)
+    else if (value !== undefined) headers.set(name, value)
+  }
+  const method = req.method ?? 'GET'
+  if (method === 'GET' || method === 'HEAD') return new Request(url, { method, headers })
+  return new Request(url, { method, headers, body: await bodyBytes(req) })
+}
+
+async function bodyBytes(req: NodeRequest): Promise<Uint8Array<ArrayBuffer> | null> {
+  const { body } = req
+  if (Buffer.isBuffer(body)) return new Uint8Array(body)
+  if (typeof body === 'string') return new Uint8Array(Buffer.from(body))
+  // Parsed by a body parser (express.json(), express.urlencoded()): its value, as JSON.
+  if (body !== undefined && body !== null) return new Uint8Array(Buffer.from(JSON.stringify(body)))
+  if (req.readableEnded || req._body === true) return null
+  const chunks: Buffer[] = []
+  for await (const chunk of req) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
+  const bytes = Buffer.concat(chunks)
+  req.body = bytes
+  req._body = true
+  return bytes.length === 0 ? null : new Uint8Array(bytes)
+}
+
+/**
+ * Holds what the rest of the Express stack writes to `res` instead of sending it, and hands it
+ * over as a Fetch `Response` (status and headers as they stand at the first write). `writer`
+ * sends through the methods it held back (the stack may still be writing into the capture, when
+ * a long body streams through); `restore()` puts them back once the answer is sent.
+ */
+export function captureResponse(res: NodeResponse): {
+  response: Promise<Response>
+  writer: ResponseWriter
+  restore(): void
+} {
+  const { write, end } = res
+  let controller!: ReadableStreamDefaultController<Uint8Array>
+  const body = new ReadableStream<Uint8Array>({
+    start: (c) => {
+      controller = c
+    },
+  })
+  let resolve!: (response: Response) => void
+  const response = new Promise<Response>((r) => {
+    resolve = r
+  })
+  let started = false
+  const start = () => {
+    if (started) return
+    started = true
+    const status = res.statusCode
+    const init = { status, statusText: res.statusMessage, headers: toHeaders(res.getHeaders()) }
+    resolve(new Response(nullBodyStatuses.has(status) ? null : body, init))
+  }
+  const chunkOf = (chunk: unknown, encoding: unknown) =>
+    typeof chunk === 'string'
+      ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8')
+      : Buffer.from(chunk as Uint8Array)
+  res.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
+    start()
+    controller.enqueue(chunkOf(chunk, encoding))
+    const done = typeof encoding === 'function' ? encoding : callback
+    if (typeof done === 'function') queueMicrotask(() => done())
+    return true
+  }) as typeof res.write
+  res.end = ((chunk?: unknown, encoding?: unknown, callback?: unknown) => {
+    start()
+    if (chunk !== undefined && chunk !== null && typeof chunk !== 'function') {
+      controller.enqueue(chunkOf(chunk, encoding))
+    }
+    controller.close()
+    const done = [chunk, encoding, callback].find((item) => typeof item === 'function')
+    if (typeof done === 'function') queueMicrotask(() => done())
+    return res
+  }) as typeof res.end
+  return {
+    response,
+    writer: {
+      write: (chunk) => (write as (chunk: Uint8Array) => boolean).call(res, chunk),
+      end: () => {
+        ;(end as () => void).call(res)
+      },
+    },
+    restore: () => {
+      res.write = write
+      res.end = end
+    },
+  }
+}
+
+function toHeaders(headers: OutgoingHttpHeaders): Headers {
+  const result = new Headers()
+  for (const [name, value] of Object.entries(headers)) {
+    if (Array.isArray(value)) for (const item of value) result.append(name, item)
+    else if (value !== undefined) result.set(name, String(value))
+  }
+  return result
+}
+
+/** The two `res` methods a response is sent through. */
+export interface ResponseWriter {
+  write(chunk: Uint8Array): boolean
+  end(): void
+}
+
+/**
+ * Sends `response` through `res`: its status, its headers on top of `res`'s, its body, through
+ * `writer` (by default `res`'s own methods; a captured `res` passes the ones it held back).
+ */
+export async function sendFetchResponse(
+  res: NodeResponse,
+  response: Response,
+  writer: ResponseWriter = { write: (chunk) => res.write(chunk), end: () => res.end() },
+): Promise<void> {
+  res.statusCode = response.status
+  if (response.statusText) res.statusMessage = response.statusText
+  const cookies = response.headers.getSetCookie()
+  response.headers.forEach((value, name) => {
+    if (name !== 'set-cookie') res.setHeader(name, value)
+  })
+  if (cookies.length > 0) res.setHeader('set-cookie', cookies)
+  if (response.body === null) {
+    writer.end()
+    return
+  }
+  const reader = response.body.getReader()
+  for (let read = await reader.read(); !read.done; read = await reader.read()) {
+    if (!writer.write(read.value)) await new Promise((resolve) => res.once('drain', resolve))
+  }
+  writer.end()
+}
