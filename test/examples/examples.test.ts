@@ -99,6 +99,21 @@ describe.concurrent('the example servers', () => {
     expect(rows).toHaveLength(1)
   }, 60_000)
 
+  it('the Hono example charges once for a key sent twice and replays the second', async (test) => {
+    const { child } = start(test, 'example:hono', { PORT: '0' })
+    const url = await listeningUrl(child)
+    const orderId = `example-${randomUUID()}`
+    const key = randomUUID()
+    const body = { orderId, amount: 1234, currency: 'EUR' }
+    const first = await post(`${url}/charges`, key, body)
+    const second = await post(`${url}/charges`, key, body)
+    expect(first).toMatchObject({ status: 201, replay: null })
+    expect(second).toMatchObject({ status: 201, replay: 'true' })
+    expect(second.json).toEqual(first.json)
+    const list = (await (await fetch(`${url}/charges`)).json()) as { orderId: string }[]
+    expect(list.filter((row) => row.orderId === orderId)).toHaveLength(1)
+  }, 60_000)
+
   it('the client example retries a lost response and gets the replay', async (test) => {
     const { child, output } = start(test, 'example:client')
     const [code] = await once(child, 'exit')
@@ -110,6 +125,29 @@ describe.concurrent('the example servers', () => {
     expect(text).toContain('(charges run: 2)')
     expect(code).toBe(0)
   }, 60_000)
+})
+
+describe('the Next.js route handler example', () => {
+  it('runs a charge POSTed twice with one key once, and answers a keyless POST 400', async () => {
+    const route = await import('../../examples/next-route')
+    const send = (key?: string) =>
+      route.POST(
+        new Request('http://app.test/api/charges', {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            ...(key ? { 'idempotency-key': key } : {}),
+          },
+          body: JSON.stringify({ orderId: 'o-1', amount: 500 }),
+        }),
+      )
+    const first = await send('k-next')
+    const second = await send('k-next')
+    expect(second.headers.get('idempotent-replay')).toBe('true')
+    expect(await second.json()).toEqual(await first.json())
+    expect(route.charges).toHaveLength(1)
+    expect((await send()).status).toBe(400)
+  })
 })
 
 describe('npm run demo', () => {
