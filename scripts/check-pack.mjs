@@ -427,7 +427,9 @@ describeStoreConformance({
         [join(consumer, 'node_modules/vitest/vitest.mjs'), 'run', 'conformance.test.mjs'],
         consumer,
       )
-      const passed = /Tests\s+(\d+) passed/.exec(output.replace(/\u001b\[[0-9;]*m/g, ''))
+      const passed = /Tests\s+(\d+) passed/.exec(
+        output.replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), ''),
+      )
       if (!passed) fail(`vitest ran no conformance case:\n${output}`)
       log(`vitest ran the shipped store conformance suite: ${passed[1]} cases passed`)
     } catch (error) {
