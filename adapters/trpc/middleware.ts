@@ -14,6 +14,7 @@ import {
   splitInputKey,
   unkeyedContext,
 } from '../../src'
+import { inBatchOrder, type Ran } from './batch-order'
 import {
   defaultTRPCStoreErrors,
   recordError,
@@ -144,44 +145,6 @@ export type IdempotencyMiddleware<TContext = object, TAdded extends object = obj
   batchIndex: number
   next: (opts?: { ctx: object }) => Promise<MiddlewareResult<object>>
 }) => Promise<MiddlewareResult<TAdded>>
-
-/**
- * Calls of one procedure under one key inside one HTTP batch are one operation (SPEC): the
- * later ones wait for the earlier one here and then replay it, instead of racing it into a 409.
- * Keyed by the request object, so separate requests never wait on each other.
- */
-const batchCalls = new WeakMap<object, Map<string, Promise<void>>>()
-
-/** A call's result, and when its lease settled (a stream's: once tRPC has read it). */
-interface Ran {
-  result: MiddlewareResult<object>
-  settled?: Promise<void> | undefined
-}
-
-async function inBatchOrder(
-  request: object,
-  id: string,
-  run: () => Promise<Ran>,
-): Promise<MiddlewareResult<object>> {
-  let calls = batchCalls.get(request)
-  if (calls === undefined) {
-    calls = new Map()
-    batchCalls.set(request, calls)
-  }
-  const before = calls.get(id)
-  const mine = before === undefined ? run() : before.then(run)
-  // Only the earlier call's settling matters, not how it ended: the engine reads its record. A
-  // streamed call returns before its lease settles, so the next one waits for `settled`.
-  const done = mine.then(
-    (ran) => ran.settled,
-    () => undefined,
-  )
-  calls.set(id, done)
-  void done.then(() => {
-    if (calls.get(id) === done) calls.delete(id)
-  })
-  return (await mine).result
-}
 
 function withoutField(input: unknown, field: string): unknown {
   if (input === null || typeof input !== 'object' || Array.isArray(input) || !(field in input)) {
