@@ -176,9 +176,9 @@ function superjsonWire(value: unknown): string | undefined {
 /**
  * superjson's text for `value`, checked to read back faithfully: it decodes, the decoded value
  * encodes to the very same text, and a client would be sent the same JSON for both (with no
- * transformer, and with superjson as the app's transformer). Throws when
- * any of these fails (a getter that throws, a proxy that answers differently each time, a class
- * whose `toJSON` the decoded plain object lacks): the engine then keeps the record without a body.
+ * transformer, and with superjson as the app's transformer). Throws when any of these fails (a
+ * getter that throws, a proxy that answers differently each time, a class whose `toJSON` the
+ * decoded plain object lacks): the engine then keeps the record without a body.
  */
 export function encodeFaithfully(value: unknown): string {
   const text = codecSuperJson.stringify(value)
@@ -186,12 +186,23 @@ export function encodeFaithfully(value: unknown): string {
   if (codecSuperJson.stringify(decoded) !== text) {
     throw new Error('the outcome does not read back as it was written (its encoding differs)')
   }
-  if (!sameOnTheWire(decoded, value)) {
-    throw new Error('the outcome does not read back as it was written (its JSON differs)')
+  // Made only of types that read back as themselves: superjson's wire is then the same for both,
+  // and JSON's too, unless the value changed between two reads (a getter, a proxy).
+  if (hasOnlyFaithfulTypes(value, 0, new Set())) {
+    if (wireJson(decoded) !== wireJson(value)) {
+      throw new Error('the outcome does not read back as it was written (its JSON differs)')
+    }
+    return text
   }
   // An outcome's value (or error) reaches the transport on its own, where a symbol and the
-  // undefined it reads back as are written differently: each member is compared on its own too.
-  if (isRecord(value)) {
+  // undefined it reads back as are written differently: each member is compared on its own
+  // (which covers the whole, unless the object has its own `toJSON`).
+  if (!isPlainRecord(value) || Object.hasOwn(value, 'toJSON')) {
+    if (!sameOnTheWire(decoded, value)) {
+      throw new Error('the outcome does not read back as it was written (its JSON differs)')
+    }
+  }
+  if (isPlainRecord(value)) {
     for (const name of Object.keys(value)) {
       if (!sameOnTheWire((decoded as Record<string, unknown>)[name], value[name])) {
         throw new Error(`the outcome does not read back as it was written (its ${name} differs)`)
@@ -205,8 +216,49 @@ function sameOnTheWire(decoded: unknown, value: unknown): boolean {
   return wireJson(decoded) === wireJson(value) && superjsonWire(decoded) === superjsonWire(value)
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+function isPlainRecord(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object') return false
   const prototype = Object.getPrototypeOf(value)
   return prototype === Object.prototype || prototype === null
+}
+
+const faithfulPrototypes = new Set<unknown>([Date.prototype, RegExp.prototype])
+
+/**
+ * True when `value` holds only types known to read back as themselves: primitives other than
+ * symbols, arrays without holes, plain objects without `toJSON`, Dates, RegExps, Maps, Sets,
+ * typed arrays and Buffers, each met once, nested at most 64 deep. Anything else (errors,
+ * class instances, symbols, functions, shared references) takes the full comparison.
+ */
+function hasOnlyFaithfulTypes(value: unknown, depth: number, seen: Set<object>): boolean {
+  if (typeof value !== 'object') return typeof value !== 'symbol' && typeof value !== 'function'
+  if (value === null) return true
+  if (depth > 64 || seen.has(value)) return false
+  seen.add(value)
+  const prototype = Object.getPrototypeOf(value)
+  if (Array.isArray(value)) {
+    if (prototype !== Array.prototype) return false
+    for (let i = 0; i < value.length; i++) {
+      if (!(i in value) || !hasOnlyFaithfulTypes(value[i], depth + 1, seen)) return false
+    }
+    return true
+  }
+  if (prototype === Object.prototype || prototype === null) {
+    for (const name in value) {
+      if (name === 'toJSON') return false
+      const item = (value as Record<string, unknown>)[name]
+      if (!hasOnlyFaithfulTypes(item, depth + 1, seen)) return false
+    }
+    return true
+  }
+  if (faithfulPrototypes.has(prototype)) return true
+  if (prototype === Map.prototype || prototype === Set.prototype) {
+    for (const entry of value as Map<unknown, unknown> | Set<unknown>) {
+      if (!hasOnlyFaithfulTypes(entry, depth + 1, seen)) return false
+    }
+    return true
+  }
+  return (
+    (Buffer.isBuffer(value) && prototype === Buffer.prototype) || binaryTypeOf(value) !== undefined
+  )
 }

@@ -21,6 +21,7 @@ import {
   isIdempotencyError,
   type Lease,
   type Logger,
+  ResponseNotStoredError,
   readKeyHeader,
   unkeyedContext,
   validateKey,
@@ -461,10 +462,13 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       const { outcome } = attempt
       if (!outcome.ok || !isRecordedResult(outcome.value)) {
         // Only this plugin writes records under GraphQL operation names; anything else there
-        // (another adapter sharing names and keys) must not be replayed as a GraphQL result.
-        throw new Error(
-          `idempotent-mutations: the record of mutation ${analysis.fieldNames.join(',')} was not written by the GraphQL plugin`,
+        // (another adapter sharing names and keys, a damaged record) is not replayed as a
+        // GraphQL result: the operation ran, and its answer cannot be replayed.
+        logger.error(
+          `the record of mutation ${analysis.fieldNames.join(',')} was not written by the GraphQL plugin; its retries get RESPONSE_NOT_STORED`,
         )
+        setResultAndStopExecution(errorResult(toGraphQLError(new ResponseNotStoredError())))
+        return
       }
       if (request) replayedRequests.add(request)
       setResultAndStopExecution(replayResult(outcome.value))

@@ -1,6 +1,11 @@
 import { type TRPC_ERROR_CODE_KEY, TRPCError } from '@trpc/server'
 import * as trpcCore from '@trpc/server/unstable-core-do-not-import'
-import { type IdempotencyError, type IdempotencyErrorCode, isIdempotencyError } from '../../src'
+import {
+  type IdempotencyError,
+  type IdempotencyErrorCode,
+  isIdempotencyError,
+  ResponseNotStoredError,
+} from '../../src'
 
 /**
  * Formatted error shapes (`.errors()` on a procedure) arrived in a later tRPC 11 minor. Read
@@ -155,12 +160,9 @@ function isRecordedTRPCError(data: unknown): data is RecordedTRPCError {
  * when one was recorded, the exact shape the first caller got (tRPC then sends it as is).
  */
 export function replayError(data: unknown): TRPCError {
-  if (!isRecordedTRPCError(data)) {
-    return new TRPCError({
-      code: 'INTERNAL_SERVER_ERROR',
-      message: 'idempotent-mutations: the recorded error of this operation is not readable',
-    })
-  }
+  // A record this adapter cannot read (damaged, or another adapter's): the operation ran, and
+  // what it answered cannot be replayed, which is what RESPONSE_NOT_STORED says.
+  if (!isRecordedTRPCError(data)) return toTRPCError(new ResponseNotStoredError())
   let cause: Error | undefined
   if (data.cause !== undefined) {
     const { name, message, ...fields } = data.cause

@@ -9,10 +9,12 @@ import {
   type HandlerContext,
   type Idempotency,
   isIdempotencyError,
+  type Lease,
   type OperationRequest,
   splitInputKey,
   unkeyedContext,
 } from '../../src'
+import { inBatchOrder, type Ran } from './batch-order'
 import {
   defaultTRPCStoreErrors,
   recordError,
@@ -23,7 +25,7 @@ import {
 import { batchRequestOf, headerKeyOf, setResponseHeader } from './http'
 import { replayedResult } from './result'
 import { recordablePlain, replayable } from './stream'
-import { handOverStream } from './stream-lease'
+import { handOverStream, type StreamCallInfo } from './stream-lease'
 
 /** Per-procedure settings, given with `.meta({ idempotency: { ... } })`. */
 export interface IdempotencyProcedureOptions {
@@ -144,30 +146,6 @@ export type IdempotencyMiddleware<TContext = object, TAdded extends object = obj
   next: (opts?: { ctx: object }) => Promise<MiddlewareResult<object>>
 }) => Promise<MiddlewareResult<TAdded>>
 
-/**
- * Calls of one procedure under one key inside one HTTP batch are one operation (SPEC): the
- * later ones wait for the earlier one here and then replay it, instead of racing it into a 409.
- * Keyed by the request object, so separate requests never wait on each other.
- */
-const batchCalls = new WeakMap<object, Map<string, Promise<unknown>>>()
-
-async function inBatchOrder<T>(request: object, id: string, run: () => Promise<T>): Promise<T> {
-  let calls = batchCalls.get(request)
-  if (calls === undefined) {
-    calls = new Map()
-    batchCalls.set(request, calls)
-  }
-  const before = calls.get(id)
-  // Only the earlier call's end matters, not how it ended: the engine reads its record.
-  const mine = before === undefined ? run() : before.catch(() => undefined).then(() => run())
-  calls.set(id, mine)
-  try {
-    return await mine
-  } finally {
-    if (calls.get(id) === mine) calls.delete(id)
-  }
-}
-
 function withoutField(input: unknown, field: string): unknown {
   if (input === null || typeof input !== 'object' || Array.isArray(input) || !(field in input)) {
     return input
@@ -187,6 +165,52 @@ function rethrowTranslated(ctx: unknown, error: unknown): never {
     setResponseHeader(ctx, 'Retry-After', String(error.retryAfter))
   }
   throw toTRPCError(error)
+}
+
+/**
+ * Runs the procedure under `lease` and settles the lease exactly once: completed with the
+ * result, completed with a deterministic error, or released so a retry can run again. A
+ * streamed output is recorded once tRPC has read it: its lease settles then (`settled`).
+ */
+async function settleLease(
+  lease: Lease,
+  procedure: () => Promise<MiddlewareResult<object>>,
+  call: StreamCallInfo,
+): Promise<Ran> {
+  const { ctx, storeErrors } = call
+  let settled = false
+  try {
+    let result = await procedure()
+    if (result.ok) {
+      const handover = handOverStream(result, lease, call)
+      if (handover.kind === 'streaming') {
+        settled = true
+        return { result: handover.result, settled: handover.settled }
+      }
+      result = handover.result
+    }
+    // In transactional mode completing commits: a commit that failed (nothing happened)
+    // reaches the client as 503 STORE_UNAVAILABLE, one whose answer was lost (it may have
+    // happened) as 503 OUTCOME_UNKNOWN; either way, retry with the same key.
+    if (result.ok) {
+      settled = true
+      await lease
+        .complete(recordablePlain(result.data))
+        .catch((error) => rethrowTranslated(ctx, error))
+    } else if (storeErrors(result.error)) {
+      const recorded = recordError(result.error, call)
+      settled = true
+      await lease.completeWithError(recorded).catch((error) => rethrowTranslated(ctx, error))
+    } else {
+      settled = true
+      await lease.release()
+    }
+    return { result }
+  } finally {
+    // tRPC turns throws into `{ ok: false }`, but a throwing `storeErrors` or error
+    // formatter must not leave the key in progress until its lease ends.
+    if (!settled) await lease.release()
+  }
 }
 
 /**
@@ -286,61 +310,27 @@ export function createIdempotencyMiddleware<TContext = object>(
       transactional: options.transactional,
     }
 
-    const run = async (): Promise<MiddlewareResult<object>> => {
+    const run = async (): Promise<Ran> => {
       let attempt: Awaited<ReturnType<typeof idempotency.begin>>
       try {
         attempt = await idempotency.begin(request)
       } catch (error) {
         rethrowTranslated(ctx, error)
       }
-      if (attempt.kind === 'bypass') return runProcedure(next, unkeyedContext)
+      if (attempt.kind === 'bypass') return { result: await runProcedure(next, unkeyedContext) }
       if (attempt.kind === 'replay') {
         setResponseHeader(ctx, 'Idempotent-Replay', 'true')
         const { outcome } = attempt
-        if (outcome.ok) return replayedResult(replayable(outcome.value))
+        if (outcome.ok) return { result: replayedResult(replayable(outcome.value)) }
         throw replayError(outcome.error)
       }
       const { lease } = attempt
-      // Whatever happens below, the lease is settled exactly once: completed with the result,
-      // completed with a deterministic error, or released so a retry can run again.
-      let settled = false
-      try {
-        let result = await runProcedure(next, lease)
-        if (result.ok) {
-          // A streamed output is recorded once tRPC has read it: the lease is settled then.
-          const handover = handOverStream(result, lease, { ctx, path, input, root, storeErrors })
-          if (handover.kind === 'streaming') {
-            settled = true
-            return handover.result
-          }
-          result = handover.result
-        }
-        // In transactional mode completing commits: a commit that failed (nothing happened)
-        // reaches the client as 503 STORE_UNAVAILABLE, one whose answer was lost (it may have
-        // happened) as 503 OUTCOME_UNKNOWN; either way, retry with the same key.
-        if (result.ok) {
-          settled = true
-          await lease
-            .complete(recordablePlain(result.data))
-            .catch((error) => rethrowTranslated(ctx, error))
-        } else if (storeErrors(result.error)) {
-          const recorded = recordError(result.error, { root, path, input, ctx })
-          settled = true
-          await lease.completeWithError(recorded).catch((error) => rethrowTranslated(ctx, error))
-        } else {
-          settled = true
-          await lease.release()
-        }
-        return result
-      } finally {
-        // tRPC turns throws into `{ ok: false }`, but a throwing `storeErrors` or error
-        // formatter must not leave the key in progress until its lease ends.
-        if (!settled) await lease.release()
-      }
+      const call = { ctx, path, input, root, storeErrors, signal: opts.signal }
+      return settleLease(lease, () => runProcedure(next, lease), call)
     }
 
     const batch = key === undefined ? undefined : batchRequestOf(ctx)
-    if (batch === undefined) return run()
+    if (batch === undefined) return (await run()).result
     return inBatchOrder(batch, JSON.stringify([request.scope, path, key]), run)
   }
 }

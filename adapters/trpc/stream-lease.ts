@@ -2,14 +2,8 @@ import { getTRPCErrorFromUnknown, TRPCError } from '@trpc/server'
 import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
 import type { Lease } from '../../src'
 import { recordError, type TRPCRootLike } from './errors'
-import {
-  isRefusedUnstreamed,
-  isStreamed,
-  mayStream,
-  recordStream,
-  streamsResponse,
-  unstreamedRefusal,
-} from './stream'
+import { isDataStream, isStreamed, streamsResponse, unstreamedRefusal } from './stream'
+import { recordStream } from './stream-record'
 
 export interface StreamCallInfo {
   ctx: unknown
@@ -17,13 +11,18 @@ export interface StreamCallInfo {
   input: unknown
   root: TRPCRootLike | undefined
   storeErrors: (error: TRPCError) => boolean
+  /** The call's abort signal: a client that hangs up mid-stream releases the key. */
+  signal: AbortSignal | undefined
 }
 
 type OkResult = Extract<MiddlewareResult<object>, { ok: true }>
 
 export type Handover =
-  /** A stream handed to tRPC: the lease settles when tRPC has read it (or stopped reading). */
-  | { kind: 'streaming'; result: MiddlewareResult<object> }
+  /**
+   * A stream handed to tRPC: the lease settles when tRPC has read it (or stopped reading), and
+   * `settled` resolves then (never rejects).
+   */
+  | { kind: 'streaming'; result: MiddlewareResult<object>; settled: Promise<void> }
   /** Nothing streamed: the middleware settles the lease with this result as usual. */
   | { kind: 'settle'; result: MiddlewareResult<object> }
 
@@ -48,12 +47,9 @@ const errorResult = (result: OkResult, error: TRPCError): MiddlewareResult<objec
 export function handOverStream(result: OkResult, lease: Lease, call: StreamCallInfo): Handover {
   // On every keyed first execution: most outputs hold nothing streamed, and are told apart
   // without reading the request.
-  if (!mayStream(result.data)) return { kind: 'settle', result }
-  const streams = streamsResponse(call.ctx)
-  if (streams === false) {
-    if (!isRefusedUnstreamed(result.data)) return { kind: 'settle', result }
-    return { kind: 'settle', result: errorResult(result, unstreamedRefusal()) }
-  }
+  if (!isDataStream(result.data)) return { kind: 'settle', result }
+  const streams = streamsResponse(call.ctx, call.path)
+  if (streams === false) return { kind: 'settle', result: errorResult(result, unstreamedRefusal()) }
   if (!isStreamed(result.data)) return { kind: 'settle', result }
   if (lease.tx !== undefined) {
     const refusal = new TRPCError({
@@ -63,20 +59,25 @@ export function handOverStream(result: OkResult, lease: Lease, call: StreamCallI
     })
     return { kind: 'settle', result: errorResult(result, refusal) }
   }
+  let settle!: () => void
+  const settled = new Promise<void>((resolve) => {
+    settle = resolve
+  })
   let data: unknown
   try {
-    data = wrap(result.data, lease, call)
+    data = wrap(result.data, lease, call, settle)
   } catch {
     // A member that cannot be read twice (a getter that throws): recorded as it is, which the
     // engine finds unreadable (retries get RESPONSE_NOT_STORED) rather than running it again.
     return { kind: 'settle', result }
   }
-  return { kind: 'streaming', result: { ...result, data } }
+  return { kind: 'streaming', result: { ...result, data }, settled }
 }
 
 /** The output with its streamed parts wrapped; the lease settles when they have been read. */
-function wrap(output: unknown, lease: Lease, call: StreamCallInfo): unknown {
+function wrap(output: unknown, lease: Lease, call: StreamCallInfo, settled: () => void): unknown {
   return recordStream(output, {
+    signal: call.signal,
     recordFailure(error) {
       const trpcError = getTRPCErrorFromUnknown(error)
       return call.storeErrors(trpcError) ? recordError(trpcError, call) : undefined
@@ -84,7 +85,7 @@ function wrap(output: unknown, lease: Lease, call: StreamCallInfo): unknown {
     end(end) {
       // The engine reports store failures itself (onEvent, logger); nobody is waiting here.
       const settling = end.kind === 'consumed' ? lease.complete(end.recorded) : lease.release()
-      settling.catch(() => {})
+      settling.catch(() => {}).finally(settled)
     },
   })
 }

@@ -28,7 +28,8 @@ async function answer(response: Response): Promise<Answer> {
 
 /**
  * A tRPC app (through its fetch adapter, in process) whose keyed mutations return what the test
- * puts in `output`: `echo` returns it, `rows` streams its items from an async generator.
+ * puts in `output`: `echo` returns it, `rows` streams its items from an async generator, `parts`
+ * returns its `{ value, delay }` items as promises that settle after their delays.
  */
 export function createTRPCEcho(options: { superjson: boolean; store?: IdempotencyStore }) {
   // Not in development mode: a 500's stack (which differs on every call) stays out of the body.
@@ -40,6 +41,14 @@ export function createTRPCEcho(options: { superjson: boolean; store?: Idempotenc
   const echo = vi.fn(() => state.output)
   const rows = vi.fn(async function* () {
     for (const item of state.output as unknown[]) yield item
+  })
+  // Each item of `output` as a promise member that settles after its own delay (out of order).
+  const parts = vi.fn(() => {
+    const items = state.output as { value: unknown; delay: number }[]
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+    return Object.fromEntries(
+      items.map(({ value, delay }, i) => [`p${i}`, sleep(delay).then(() => value)]),
+    )
   })
   const store = options.store ?? createMemoryStore()
   const waiting: { type: IdempotencyEventType; resolve: () => void }[] = []
@@ -60,6 +69,7 @@ export function createTRPCEcho(options: { superjson: boolean; store?: Idempotenc
   const router = t.router({
     echo: procedure.mutation(() => echo()),
     rows: procedure.mutation(() => rows()),
+    parts: procedure.mutation(() => parts()),
   })
   const input = options.superjson ? '{"json":{}}' : '{}'
 
@@ -81,9 +91,9 @@ export function createTRPCEcho(options: { superjson: boolean; store?: Idempotenc
     return answer(response)
   }
   /** The `rows` stream as `httpBatchStreamLink` asks for it. */
-  const callStream = (key: string) =>
-    call(key, 'rows?batch=1', { 'trpc-accept': 'application/jsonl' })
-  return { state, echo, rows, call, callStream, nextEvent }
+  const callStream = (key: string, path = 'rows') =>
+    call(key, `${path}?batch=1`, { 'trpc-accept': 'application/jsonl' })
+  return { state, echo, rows, parts, call, callStream, nextEvent }
 }
 
 /** A Yoga server (through `yoga.fetch`) whose `echo` mutation returns `state.output` whole. */

@@ -124,7 +124,7 @@ export function createApp(options: AppOptions = {}) {
     }),
   }
   // Streamed outputs (httpBatchStreamLink): rows from an async generator, a failure part-way,
-  // promises as members. `failAfterFirst` throws that error after the first row.
+  // promises as members. `failNextStream(error)` makes the next `rows` stream throw it after its first row.
   const streamFailure: { next: unknown } = { next: undefined }
   const streamGate = deferred()
   const streams = {
