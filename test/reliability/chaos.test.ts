@@ -186,7 +186,9 @@ describe.skipIf(missing !== undefined)(
         // Long enough for a lease to end after the faults, and a retry to take the key over.
         keyBudgetMs: lockTimeout * 2 + 20_000,
       })
-      const faults = await runSchedule(setup.faults, seconds, long ? 1500 : 250)
+      const faults = await runSchedule(setup.faults, seconds, long ? 1500 : 250, (fault) =>
+        fleet?.during(fault),
+      )
       await fleet.settled()
       const faultsEnded = Date.now()
       const logs = await driver.stop()
