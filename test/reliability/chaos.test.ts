@@ -277,7 +277,7 @@ describe.skipIf(missing !== undefined)(
     const postgresFaults = () => [appKill, ...proxyFaults(() => pgProxy, 'postgres'), postgresCrash]
     /** A completion that fails during the outage is not retried later (issue 26). */
     const noBackgroundCompletion =
-      'a completion that fails in an outage is not retried in the background, so its key stays in progress past the lease; background completion retries, branch issue-26-core'
+      'a completion that fails in an outage is not retried in the background, so its key stays in progress past the lease; background completion retries are being added on branch issue-26-core'
 
     scenario(
       'transactional mode, Drizzle store on postgres.js and node-postgres',
@@ -291,7 +291,7 @@ describe.skipIf(missing !== undefined)(
         mismatches: 'holds',
         crashes: {
           fails:
-            'a reset inside a transaction crashes the process: postgres.js nextWrite TypeError, node-postgres "Connection terminated unexpectedly" on the checked-out client; fixed on branch issue-26-core',
+            'a connection reset or crash-stop inside a transaction crashes the process: postgres.js nextWrite TypeError, node-postgres "Connection terminated unexpectedly" on the checked-out client; being fixed on branch issue-26-core',
         },
         stuck: 'holds',
       },
