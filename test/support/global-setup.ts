@@ -1,4 +1,6 @@
 import postgres from 'postgres'
+import { ownPostgresMissing } from '../reliability/fixtures/own-postgres'
+import { ownRedisMissing } from '../reliability/fixtures/own-redis'
 import { databaseUrl, redisUrl, testSchemaSuffix } from './env'
 
 /**
@@ -8,10 +10,17 @@ import { databaseUrl, redisUrl, testSchemaSuffix } from './env'
 export default async function setup(): Promise<void> {
   const ran: string[] = ['memory', 'PGlite']
   const skipped: string[] = []
-  ;(databaseUrl ? ran : skipped).push('PostgreSQL (DATABASE_URL)')
-  ;(redisUrl ? ran : skipped).push('Redis (REDIS_URL)')
+  ;(databaseUrl ? ran : skipped).push(
+    databaseUrl ? 'PostgreSQL' : 'PostgreSQL (DATABASE_URL not set)',
+  )
+  ;(redisUrl ? ran : skipped).push(redisUrl ? 'Redis' : 'Redis (REDIS_URL not set)')
+  // The fault suite runs servers of its own, from the installed binaries.
+  if (databaseUrl && ownPostgresMissing) skipped.push(`the fault suite (${ownPostgresMissing})`)
+  else if (databaseUrl && ownRedisMissing) {
+    skipped.push(`the fault suite's Redis scenarios (${ownRedisMissing})`)
+  }
   const line = skipped.length
-    ? `[idempotent-mutations tests] stores: ${ran.join(', ')}; skipped suites: ${skipped.join(', ')} (variable not set)`
+    ? `[idempotent-mutations tests] stores: ${ran.join(', ')}; skipped suites: ${skipped.join(', ')}`
     : `[idempotent-mutations tests] stores: ${ran.join(', ')}; no suite skipped`
   console.log(line)
   if (databaseUrl) await dropOrphanedSchemas(databaseUrl)
