@@ -10,10 +10,11 @@ import { gate } from './fixtures'
 
 const client = new PGlite()
 const db = drizzle({ client })
+// Registered first, so it runs last: the test tables' own clean-up needs the client.
+afterAll(() => client.close())
 const tables = useTestTables(() => db, 'im_test_webhooks')
 const secret = `whsec_${Buffer.from('a webhook secret of the test').toString('base64')}`
 beforeAll(() => client.exec('create table payments_received (event_id text, amount int)'))
-afterAll(() => client.close())
 
 /** A Standard Webhooks receiver: the signature checked, then the event written once. */
 async function receiver() {
