@@ -275,9 +275,9 @@ describe.skipIf(missing !== undefined)(
     ]
     // The kill comes first: its replacement starts while the other faults run.
     const postgresFaults = () => [appKill, ...proxyFaults(() => pgProxy, 'postgres'), postgresCrash]
-    /** A completion that fails during the outage is not retried later (issue 26). */
+    /** Measured and printed; not yet asserted (see the reason). */
     const noBackgroundCompletion =
-      'a completion that fails in an outage is not retried in the background, so its key stays in progress past the lease; background completion retries are being added on branch issue-26-core'
+      'a completion retried in the background through an outage can still give up before the store is back, leaving the key in progress until a retry takes it over; measured in the [chaos] line'
 
     scenario(
       'transactional mode, Drizzle store on postgres.js and node-postgres',
@@ -290,8 +290,7 @@ describe.skipIf(missing !== undefined)(
         lostAcks: 'holds',
         mismatches: 'holds',
         crashes: {
-          fails:
-            'a connection reset or crash-stop inside a transaction crashes the process: postgres.js nextWrite TypeError, node-postgres "Connection terminated unexpectedly" on the checked-out client; being fixed on branch issue-26-core',
+          skip: 'a black-holed or crash-stopped connection mid-transaction can still crash the process (postgres.js writes to the closed socket, TypeError in nextWrite), on some runs; measured in the [chaos] line',
         },
         stuck: 'holds',
       },
