@@ -6,7 +6,7 @@ import { withIdempotency } from 'idempotent-mutations/fetch'
 
 // In an app: createDrizzleStore(db) over the app's own database (see the README).
 const idempotency = createIdempotency({ store: createMemoryStore() })
-export const charges: { orderId: string; amount: number }[] = []
+const charges: { orderId: string; amount: number }[] = []
 
 async function createCharge(request: Request): Promise<Response> {
   const { orderId, amount } = (await request.json()) as { orderId: string; amount: number }

@@ -1,4 +1,4 @@
-import type { IdempotencyError } from '../../src'
+import { type IdempotencyError, isIdempotencyError } from '../../src'
 import {
   type HttpHandlerContext,
   type HttpIdempotencyOptions,
@@ -52,28 +52,48 @@ export function idempotency<TTransaction = unknown>(
           throw new Refusal(error)
         }
       : problemResponse
+  const { idempotency: engine } = resolved
+  /** Whether a request goes through the engine: an effectful method, with a key or a rule. */
+  const engages = (req: NodeRequest): boolean => {
+    if (!resolved.methods.has((req.method ?? 'GET').toUpperCase())) return false
+    if (resolved.getKey || (resolved.required ?? engine.required) || engine.transactional) {
+      return true
+    }
+    return req.headers[resolved.keyHeader.toLowerCase()] !== undefined
+  }
   return (req, res, next) => {
+    // Safe methods, and effectful ones without a key when none is required, are not touched.
+    if (!engages(req)) return next()
+    let capture: ReturnType<typeof captureResponse> | undefined
+    let handedOn = false
     const serve = async () => {
-      const request = await toFetchRequest(req)
-      let capture: ReturnType<typeof captureResponse> | undefined
       const answer = await respondIdempotently(
-        request,
+        await toFetchRequest(req),
         resolved,
         (context: HttpHandlerContext<TTransaction>) => {
           res.locals ??= {}
           res.locals.idempotency = context
           capture = captureResponse(res)
+          handedOn = true
           next()
           return capture.response
         },
         refuse,
       )
-      try {
-        await sendFetchResponse(res, answer, capture?.writer)
-      } finally {
-        capture?.restore()
-      }
+      await sendFetchResponse(res, answer, capture?.writer)
     }
-    serve().catch((error: unknown) => next(error instanceof Refusal ? error.error : error))
+    serve()
+      .catch((error: unknown) => {
+        capture?.restore()
+        capture = undefined
+        // Before the stack ran, the error is the host's to handle; after it, `next` was called
+        // once already: answer here (or drop a connection whose answer has begun).
+        if (!handedOn) return next(error instanceof Refusal ? error.error : error)
+        const refusal =
+          error instanceof Refusal ? error.error : isIdempotencyError(error) ? error : undefined
+        if (refusal && !res.headersSent) return sendFetchResponse(res, problemResponse(refusal))
+        res.destroy(error instanceof Error ? error : undefined)
+      })
+      .finally(() => capture?.restore())
   }
 }

@@ -36,9 +36,14 @@ async function bodyBytes(req: NodeRequest): Promise<Uint8Array<ArrayBuffer> | nu
   const { body } = req
   if (Buffer.isBuffer(body)) return new Uint8Array(body)
   if (typeof body === 'string') return new Uint8Array(Buffer.from(body))
-  // Parsed by a body parser (express.json(), express.urlencoded()): its value, as JSON.
-  if (body !== undefined && body !== null) return new Uint8Array(Buffer.from(JSON.stringify(body)))
-  if (req.readableEnded || req._body === true) return null
+  // Parsed by a body parser that read the stream (express.json(), express.urlencoded()): its
+  // value, as JSON. A `req.body` set without reading the stream (body-parser 1 for a type it
+  // does not parse, `req.body ||= {}`) does not stand for the body: the stream is read here.
+  const read = req.readableEnded || req._body === true
+  if (read && body !== undefined && body !== null) {
+    return new Uint8Array(Buffer.from(JSON.stringify(body)))
+  }
+  if (read) return null
   const chunks: Buffer[] = []
   for await (const chunk of req) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
   const bytes = Buffer.concat(chunks)
@@ -58,7 +63,7 @@ export function captureResponse(res: NodeResponse): {
   writer: ResponseWriter
   restore(): void
 } {
-  const { write, end } = res
+  const { write, end, writeHead, flushHeaders } = res
   let controller!: ReadableStreamDefaultController<Uint8Array>
   const body = new ReadableStream<Uint8Array>({
     start: (c) => {
@@ -70,6 +75,7 @@ export function captureResponse(res: NodeResponse): {
     resolve = r
   })
   let started = false
+  let ended = false
   const start = () => {
     if (started) return
     started = true
@@ -81,32 +87,73 @@ export function captureResponse(res: NodeResponse): {
     typeof chunk === 'string'
       ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8')
       : Buffer.from(chunk as Uint8Array)
+  const later = (callback: unknown) => {
+    if (typeof callback === 'function') queueMicrotask(() => callback())
+  }
+  // While captured, the stack sees its headers as sent once it has written (so an error handler
+  // after a partial write drops the connection instead of appending a page to the body).
+  Object.defineProperty(res, 'headersSent', { configurable: true, get: () => started })
+  res.writeHead = ((status: number, ...rest: unknown[]) => {
+    res.statusCode = status
+    const headers = rest.find((item) => item !== null && typeof item === 'object')
+    if (typeof rest[0] === 'string') res.statusMessage = rest[0]
+    if (Array.isArray(headers)) {
+      for (let i = 0; i + 1 < headers.length; i += 2)
+        res.setHeader(String(headers[i]), headers[i + 1])
+    } else if (headers) {
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string)
+    }
+    return res
+  }) as typeof res.writeHead
+  res.flushHeaders = () => {}
   res.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
+    if (ended) return false
     start()
     controller.enqueue(chunkOf(chunk, encoding))
-    const done = typeof encoding === 'function' ? encoding : callback
-    if (typeof done === 'function') queueMicrotask(() => done())
+    later(typeof encoding === 'function' ? encoding : callback)
     return true
   }) as typeof res.write
   res.end = ((chunk?: unknown, encoding?: unknown, callback?: unknown) => {
+    if (ended) return res
     start()
     if (chunk !== undefined && chunk !== null && typeof chunk !== 'function') {
       controller.enqueue(chunkOf(chunk, encoding))
     }
+    ended = true
     controller.close()
-    const done = [chunk, encoding, callback].find((item) => typeof item === 'function')
-    if (typeof done === 'function') queueMicrotask(() => done())
+    later([chunk, encoding, callback].find((item) => typeof item === 'function'))
     return res
   }) as typeof res.end
+  // The client went away before the stack finished: the body errors, and the key is released.
+  const onClose = () => {
+    if (ended) return
+    ended = true
+    start()
+    controller.error(new Error('the connection closed before the response was complete'))
+  }
+  res.once('close', onClose)
+  // Before the answer goes out through the held-back methods, the header machinery is Node's
+  // again (its write sends the head through writeHead); the stack's own late writes stay held.
+  const unhookHead = () => {
+    delete (res as { headersSent?: boolean }).headersSent
+    res.writeHead = writeHead
+    res.flushHeaders = flushHeaders
+  }
   return {
     response,
     writer: {
-      write: (chunk) => (write as (chunk: Uint8Array) => boolean).call(res, chunk),
+      write: (chunk) => {
+        unhookHead()
+        return (write as (chunk: Uint8Array) => boolean).call(res, chunk)
+      },
       end: () => {
+        unhookHead()
         ;(end as () => void).call(res)
       },
     },
     restore: () => {
+      res.off('close', onClose)
+      unhookHead()
       res.write = write
       res.end = end
     },
@@ -150,7 +197,16 @@ export async function sendFetchResponse(
   }
   const reader = response.body.getReader()
   for (let read = await reader.read(); !read.done; read = await reader.read()) {
-    if (!writer.write(read.value)) await new Promise((resolve) => res.once('drain', resolve))
+    if (res.destroyed) {
+      await reader.cancel()
+      return
+    }
+    if (!writer.write(read.value)) {
+      await new Promise((resolve) => {
+        res.once('drain', resolve)
+        res.once('close', resolve)
+      })
+    }
   }
   writer.end()
 }

@@ -24,10 +24,10 @@ export function idempotencyContext<TTransaction = unknown>(
 }
 
 /**
- * Makes a Fetch-API handler retry-safe: Next.js route handlers, Remix / React Router actions,
- * Bun and Deno servers, anything `(request: Request, ...rest) => Response`. POST and PATCH
- * requests with a key run once per (scope, method and path, key); every retry gets the recorded
- * response with `Idempotent-Replay: true`. Other methods pass through untouched.
+ * Makes a Fetch-API handler retry-safe: Next.js route handlers, Bun and Deno servers, anything
+ * `(request: Request, ...rest) => Response`. POST and PATCH requests with a key run once per
+ * (scope, method and path, key); every retry gets the recorded response with
+ * `Idempotent-Replay: true`. Other methods pass through untouched.
  *
  *     export const POST = withIdempotency(handler, { idempotency, key: 'webhook-id' })
  */

@@ -27,6 +27,9 @@ export function idempotency<TTransaction = unknown>(
 ): MiddlewareHandler<{ Variables: IdempotencyVariables<TTransaction> }> {
   const resolved = resolveHttpOptions(options, 'idempotency (hono)')
   return async (c, next) => {
+    // Read first, so that the headers earlier middleware set (CORS, request ids, cookies) are
+    // merged into whatever is answered: a replay, a refusal, or the route's response.
+    void c.res
     c.res = await respondIdempotently(c.req.raw, resolved, async (context) => {
       c.set('idempotency', context)
       await next()

@@ -53,8 +53,10 @@ export interface HttpIdempotencyOptions<TTransaction = unknown> {
   storeStatus?: ((status: number) => boolean) | undefined
   /**
    * The largest response body that is recorded, in bytes; a larger one still reaches the first
-   * caller whole, and its retries get 422 `RESPONSE_NOT_STORED`. The engine's own
-   * `maxResponseBytes` also bounds the encoded record. @default 1048576
+   * caller whole, and its retries get 422 `RESPONSE_NOT_STORED`. The record holds the body in
+   * base64 (4/3 of its size), and the engine's own `maxResponseBytes` (1 MiB by default) bounds
+   * the whole record: the default keeps a body of this size within it.
+   * @default 778240 (760 KiB)
    */
   maxResponseBytes?: number | undefined
 }
@@ -89,7 +91,7 @@ export function resolveHttpOptions<TTransaction>(
       `idempotent-mutations: ${where} needs \`idempotency\` (from createIdempotency)`,
     )
   }
-  const maxResponseBytes = options.maxResponseBytes ?? 1024 * 1024
+  const maxResponseBytes = options.maxResponseBytes ?? 760 * 1024
   if (!Number.isInteger(maxResponseBytes) || maxResponseBytes < 0) {
     throw new TypeError(`idempotent-mutations: ${where}: maxResponseBytes must be a whole number`)
   }

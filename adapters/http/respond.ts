@@ -62,7 +62,15 @@ export async function respondIdempotently<TTransaction>(
   // The body is read (up to maxResponseBytes) before the record completes and the response
   // goes out: in transactional mode completing commits, and the client must not see a success
   // that did not commit.
-  const { recorded, response: answer } = await readForRecord(response, options.maxResponseBytes)
+  let read: Awaited<ReturnType<typeof readForRecord>>
+  try {
+    read = await readForRecord(response, options.maxResponseBytes)
+  } catch (error) {
+    // The body failed part-way (or the client went away): nothing whole was answered.
+    await lease.release()
+    throw error
+  }
+  const { recorded, response: answer } = read
   try {
     await lease.complete(recorded)
   } catch (error) {
@@ -118,13 +126,21 @@ async function bodyPayload(request: Request): Promise<unknown> {
   return { sha256: createHash('sha256').update(bytes).digest('base64url') }
 }
 
+/** The status phrases of the statuses the engine answers (RFC 9457: `title` for `about:blank`). */
+const statusTitles: Record<number, string> = {
+  400: 'Bad Request',
+  409: 'Conflict',
+  422: 'Unprocessable Content',
+  503: 'Service Unavailable',
+}
+
 /** An engine refusal as RFC 9457 problem details, with its stable code and `Retry-After`. */
 export function problemResponse(error: IdempotencyError): Response {
   const headers = new Headers({ 'content-type': 'application/problem+json' })
   if (error.retryAfter !== undefined) headers.set('retry-after', String(error.retryAfter))
   const body = {
     type: 'about:blank',
-    title: error.code,
+    title: statusTitles[error.status] ?? 'Error',
     status: error.status,
     detail: error.message,
     code: error.code,
