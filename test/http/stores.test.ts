@@ -1,50 +1,12 @@
-import { PGlite } from '@electric-sql/pglite'
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
-import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
-import postgres from 'postgres'
-import { afterAll, describe, expect, it } from 'vitest'
-import type { IdempotencyStore } from '../../src'
-import { useTestTables } from '../stores/drizzle-fixtures'
-import { databaseUrl, testSchema } from '../support/env'
+import { describe, expect, it } from 'vitest'
 import { createHttpApp, gate, json, transports } from './fixtures'
+import { useHttpStores } from './store-kinds'
 
-const pglite = new PGlite()
-const sql = databaseUrl ? postgres(databaseUrl, { max: 20, onnotice: () => {} }) : undefined
-afterAll(async () => {
-  await pglite.close()
-  await sql?.end()
-})
-const pgliteTables = useTestTables(() => drizzlePglite({ client: pglite }), 'im_test_http_pglite')
-const postgresTables = sql
-  ? useTestTables(() => drizzlePostgres({ client: sql }), testSchema('im_test_http'))
-  : undefined
-const skipped = databaseUrl ? '' : ' (skipped: DATABASE_URL is not set)'
+const stores = useHttpStores('http_races')
 
-const stores = [
-  { name: 'PGlite', createStore: () => pgliteTables.createStore(), skip: false },
-  {
-    name: `PostgreSQL [postgres]${skipped}`,
-    createStore: () => postgresTables!.createStore(),
-    skip: !databaseUrl,
-  },
-]
-
-describe.each(stores)('plain HTTP routes on the Drizzle store, $name', ({ createStore, skip }) => {
+describe.each(stores)('plain HTTP routes on the $name store', ({ createStore, skip }) => {
   describe.skipIf(skip).each(transports)('through %s', (transport) => {
-    const withStore = async () =>
-      createHttpApp(transport, { store: (await createStore()) as IdempotencyStore })
-
-    it('runs a keyed POST once and replays it, binary bodies byte for byte', async () => {
-      const app = await withStore()
-      const first = await app.send('/payments', { key: 'k-1', ...json({ amount: 42 }) })
-      const retry = await app.send('/payments', { key: 'k-1', ...json({ amount: 42 }) })
-      expect(await retry.text()).toBe(await first.text())
-      expect(retry.headers.get('idempotent-replay')).toBe('true')
-      const bytes = await (await app.send('/binary', { key: 'k-2' })).arrayBuffer()
-      expect(await (await app.send('/binary', { key: 'k-2' })).arrayBuffer()).toEqual(bytes)
-      expect(app.charges).toHaveLength(1)
-      await app.close()
-    })
+    const withStore = async () => createHttpApp(transport, { store: await createStore() })
 
     it('runs once when 50 concurrent deliveries of one key race; the others get 409 or the replay', async () => {
       const app = await withStore()
