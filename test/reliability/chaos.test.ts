@@ -289,10 +289,7 @@ describe.skipIf(missing !== undefined)(
         duplicates: 'holds',
         lostAcks: 'holds',
         mismatches: 'holds',
-        crashes: {
-          fails:
-            'a connection reset or crash-stop inside a transaction crashes the process: postgres.js nextWrite TypeError, node-postgres "Connection terminated unexpectedly" on the checked-out client; being fixed on branch issue-26-core',
-        },
+        crashes: 'holds',
         stuck: 'holds',
       },
     )
