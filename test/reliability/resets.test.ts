@@ -20,6 +20,7 @@ import {
   recordsOf,
   resetSchema,
 } from './fixtures/database'
+import { startProxy, type TcpProxy } from './fixtures/proxy'
 
 const schema = testSchema('im_rel_resets')
 
@@ -69,11 +70,21 @@ describe.skipIf(!databaseUrl)(
         `select pg_terminate_backend(pid) from pg_stat_activity where application_name = '${name}'`,
       )
 
+    /** The database's address, or the proxy's in front of it. */
+    const urlThrough = (proxy: TcpProxy | undefined) => {
+      if (!proxy) return databaseUrl!
+      const url = new URL(databaseUrl!)
+      url.hostname = proxy.host
+      url.port = String(proxy.port)
+      return url.toString()
+    }
+    let through: TcpProxy | undefined
+
     const drivers = {
       /** postgres.js: `closed` resolves when a connection of the client has closed. */
       'postgres.js': (name: string) => {
         let closed = deferred()
-        const client = postgres(databaseUrl!, {
+        const client = postgres(urlThrough(through), {
           max: 2,
           onnotice: () => {},
           connection: { application_name: name },
@@ -91,7 +102,7 @@ describe.skipIf(!databaseUrl)(
       'node-postgres': (name: string) => {
         let closed = deferred()
         const pool = new pg.Pool({
-          connectionString: databaseUrl,
+          connectionString: urlThrough(through),
           max: 2,
           application_name: name,
         })
@@ -122,7 +133,11 @@ describe.skipIf(!databaseUrl)(
       })
       /** A handler that writes its execution row, waits at the gate, then returns or throws. */
       let inside = deferred()
-      const run = (key: string, gate: Promise<void>, outcome: 'return' | 'throw' = 'return') =>
+      const run = (
+        key: string,
+        gate: Promise<void>,
+        outcome: 'return' | 'throw' | 'statement' = 'return',
+      ) =>
         idempotency.execute(
           { key, operation: 'orders.create', transactional: true },
           async ({ tx }) => {
@@ -132,6 +147,9 @@ describe.skipIf(!databaseUrl)(
             inside.resolve()
             await gate
             if (outcome === 'throw') throw new Error('the handler failed')
+            if (outcome === 'statement') {
+              await (tx as DrizzlePgDatabase).execute(`select 1 as after_gate` as never)
+            }
             return { key }
           },
         )
@@ -143,7 +161,84 @@ describe.skipIf(!databaseUrl)(
       return { ...driver, name, table, idempotency, events, run, nextInside }
     }
 
+    /** The same application, its connections through a TCP proxy (black holes, resets). */
+    async function setupThroughProxy(driverName: keyof typeof drivers) {
+      const target = new URL(databaseUrl!)
+      const proxy = await startProxy({
+        host: target.hostname,
+        port: Number(target.port || 5432),
+      })
+      through = proxy
+      try {
+        const app = await setup(driverName)
+        return {
+          ...app,
+          proxy,
+          end: async () => {
+            proxy.blackHole(false)
+            await app.end()
+            await proxy.close()
+          },
+        }
+      } finally {
+        through = undefined
+      }
+    }
+
+    const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
     for (const driverName of Object.keys(drivers) as (keyof typeof drivers)[]) {
+      it(`${driverName}: a connection lost while BEGIN waits in a black hole answers 503 STORE_UNAVAILABLE and the next key runs`, async () => {
+        const app = await setupThroughProxy(driverName)
+        try {
+          const open = deferred()
+          open.resolve()
+          // Both connections of the pool open and idle, so BEGIN goes to one of them.
+          await Promise.all([
+            app.run(`warm-a-${driverName}`, open.promise),
+            app.run(`warm-b-${driverName}`, open.promise),
+          ])
+          app.proxy.blackHole(true)
+          const first = app.run(`hole-begin-${driverName}`, open.promise).catch((e) => e)
+          await wait(150)
+          const closed = app.nextClose()
+          app.proxy.blackHole(false)
+          await closed
+          expect(await first).toBeInstanceOf(StoreUnavailableError)
+          expect(await executionsOf(admin, schema, `hole-begin-${driverName}`)).toEqual([])
+          expect(await app.run(`after-hole-${driverName}`, open.promise)).toMatchObject({
+            replayed: false,
+          })
+        } finally {
+          await app.end()
+        }
+      })
+
+      it(`${driverName}: a handler's statement through tx after its connection was lost fails in the handler and crashes nothing`, async () => {
+        const app = await setupThroughProxy(driverName)
+        try {
+          const gate = deferred()
+          const atGate = app.nextInside()
+          const key = `dead-tx-${driverName}`
+          const first = app.run(key, gate.promise, 'statement').catch((e) => e)
+          await atGate
+          const closed = app.nextClose()
+          app.proxy.reset()
+          await closed
+          // The handler carries on with its transaction, which is gone: its next statement fails.
+          gate.resolve()
+          expect(await first).toBeInstanceOf(Error)
+          expect(await executionsOf(admin, schema, key)).toEqual([])
+          const open = deferred()
+          open.resolve()
+          expect(await app.run(`after-dead-tx-${driverName}`, open.promise)).toMatchObject({
+            replayed: false,
+          })
+        } finally {
+          await app.end()
+        }
+      })
+
       it(`${driverName}: a reset while the handler runs answers 503 STORE_UNAVAILABLE (nothing committed) and the same client serves the next key`, async () => {
         const app = await setup(driverName)
         try {

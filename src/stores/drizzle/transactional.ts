@@ -188,16 +188,74 @@ export function runDrizzleTransaction<TTransaction, T>(
   fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>,
 ): Promise<T> {
   const begin = () => {
+    const pool = nodePostgresPoolOf(db)
+    if (pool) return onPoolClient(db, pool, statements, fn)
     let detach: (() => void) | undefined
+    const life: TransactionLife = { ended: false }
     const running = db.transaction((tx) => {
       detach = listenForConnectionErrors(connectionOf(tx))
-      return fn(createStoreTransaction<TTransaction>(tx, statements))
+      return fn(createStoreTransaction<TTransaction>(tx, statements, life))
     })
+    const over = () => {
+      life.ended = true
+    }
+    running.then(over, over)
     return running.finally(() => detach?.())
   }
   // On PGlite the functions must exist before the transaction: inside it, the instance that
   // would create them waits for the transaction to end.
   return statements.ensureFunctions ? statements.ensureFunctions().then(begin) : begin()
+}
+
+/** A node-postgres pool behind a drizzle database, if that is what it runs on. */
+interface NodePostgresPool {
+  connect(): Promise<{ release(error?: Error | boolean): void }>
+}
+
+function nodePostgresPoolOf(db: DrizzlePgDatabase): NodePostgresPool | undefined {
+  const client = connectionOf(db) as Record<string, unknown> | null | undefined
+  return typeof client === 'object' &&
+    client !== null &&
+    typeof client.connect === 'function' &&
+    typeof client.query === 'function' &&
+    'idleCount' in client &&
+    'totalCount' in client
+    ? (client as unknown as NodePostgresPool)
+    : undefined
+}
+
+/**
+ * On a node-postgres pool the client is checked out here, not by drizzle, so that it has its
+ * error listener from the start: drizzle's own checkout sends BEGIN to a client that nobody
+ * listens to (a connection lost then, a crash-stop of the database, emits an uncaught `error`),
+ * and a failed BEGIN never gives that client back. The transaction runs on a copy of the
+ * database's session bound to the client (its logger, schema and cache kept), and the client
+ * goes back to the pool however it ended (one whose connection is gone is dropped by the pool).
+ */
+async function onPoolClient<TTransaction, T>(
+  db: DrizzlePgDatabase,
+  pool: NodePostgresPool,
+  statements: TransactionStatements,
+  fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect()
+  const detach = listenForConnectionErrors(client)
+  try {
+    const session = (db as unknown as { session: object }).session
+    const onClient = Object.assign(
+      Object.create(Object.getPrototypeOf(session) as object),
+      session,
+      {
+        client,
+      },
+    ) as { transaction(run: (tx: DrizzlePgDatabase) => Promise<T>): Promise<T> }
+    return await onClient.transaction((tx) =>
+      fn(createStoreTransaction<TTransaction>(tx, statements, { ended: false })),
+    )
+  } finally {
+    client.release()
+    detach?.()
+  }
 }
 
 /**
@@ -227,6 +285,78 @@ function listenForConnectionErrors(client: unknown): (() => void) | undefined {
   return () => emitter.removeListener!('error', ignore)
 }
 
+/** Whether the driver has settled a transaction (committed, rolled back, or given up). */
+interface TransactionLife {
+  ended: boolean
+}
+
+/** What a statement through `tx` rejects with once its transaction has ended. */
+export class TransactionClosedError extends Error {
+  override name = 'TransactionClosedError'
+  readonly code = 'TRANSACTION_CLOSED'
+  constructor() {
+    super(
+      'idempotent-mutations: this transaction has ended (its connection closed, or it was committed or rolled back); the statement was not sent',
+    )
+  }
+}
+
+/** A postgres.js query that was never sent: it rejects when awaited, and only then. */
+function refusedQuery(): PromiseLike<never> & Record<string, unknown> {
+  const refused = () => Promise.reject(new TransactionClosedError())
+  const query: PromiseLike<never> & Record<string, unknown> = {
+    // biome-ignore lint/suspicious/noThenProperty: a thenable, as the driver's queries are
+    then: (onFulfilled, onRejected) => refused().then(onFulfilled, onRejected),
+    catch: (onRejected: (error: unknown) => unknown) => refused().catch(onRejected),
+    finally: (onFinally: () => void) => refused().finally(onFinally),
+  }
+  // The modifiers drizzle and users chain before awaiting.
+  for (const modifier of ['values', 'raw', 'execute', 'simple', 'describe']) {
+    query[modifier] = () => query
+  }
+  return query
+}
+
+/**
+ * postgres.js: the transaction's `sql` (drizzle's `tx.session.client`) made to refuse statements
+ * once the transaction has ended. postgres.js settles `sql.begin()` by itself when the
+ * connection closes, but the transaction's `sql` still sends to that connection: with its socket
+ * gone, a statement (the handler's, through `tx`, after the connection was lost) makes
+ * postgres.js throw `Cannot read properties of null (reading 'write')` from a timer, an uncaught
+ * exception; after a reconnect it would run on the new session, outside any transaction.
+ */
+function guardPostgresJsTransaction(tx: DrizzlePgDatabase, life: TransactionLife): void {
+  const session = (tx as { session?: { client?: unknown } }).session
+  const client = session?.client as
+    | (((...args: unknown[]) => unknown) & Record<string | symbol, unknown>)
+    | undefined
+  if (
+    typeof client !== 'function' ||
+    typeof client.unsafe !== 'function' ||
+    typeof client.savepoint !== 'function'
+  ) {
+    return
+  }
+  session!.client = new Proxy(client, {
+    apply: (target, thisArg, args) =>
+      life.ended ? refusedQuery() : Reflect.apply(target, thisArg, args),
+    get: (target, property, receiver) => {
+      const value = Reflect.get(target, property, receiver)
+      if (property === 'unsafe' || property === 'file') {
+        return (...args: unknown[]) =>
+          life.ended ? refusedQuery() : (value as (...a: unknown[]) => unknown)(...args)
+      }
+      if (property === 'savepoint') {
+        return (...args: unknown[]) =>
+          life.ended
+            ? Promise.reject(new TransactionClosedError())
+            : (value as (...a: unknown[]) => unknown)(...args)
+      }
+      return value
+    },
+  })
+}
+
 /** The PGlite transaction behind a drizzle transaction on PGlite. */
 function pgliteTransactionOf(tx: DrizzlePgDatabase): PGliteTransaction | undefined {
   const client = connectionOf(tx) as Record<string, unknown> | undefined
@@ -248,10 +378,13 @@ function connectionOf(tx: DrizzlePgDatabase): unknown {
 function createStoreTransaction<TTransaction>(
   tx: DrizzlePgDatabase,
   statements: TransactionStatements,
+  life: TransactionLife,
 ): StoreTransaction<TTransaction> {
   const { table } = statements
   const pglite = statements.ensureFunctions && pgliteTransactionOf(tx)
   const driver = pglite ? undefined : directStatementsFor(connectionOf(tx), drizzleLoggerOf(tx))
+  // After the store's own statements have their connection: the engine checks for itself.
+  if (!pglite) guardPostgresJsTransaction(tx, life)
   // Statements go past drizzle: to the driver, or to PGlite's functions.
   const direct = pglite !== undefined || driver !== undefined
   const send = (statement: Statement, values: object): PromiseLike<unknown[][]> =>
@@ -340,7 +473,7 @@ function createStoreTransaction<TTransaction>(
     savepoint<T>(fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>): Promise<T> {
       // A drizzle transaction's nested transaction is a savepoint.
       return tx.transaction((nested) =>
-        fn(createStoreTransaction<TTransaction>(nested, statements)),
+        fn(createStoreTransaction<TTransaction>(nested, statements, life)),
       )
     },
   }
