@@ -127,14 +127,22 @@ export async function createHttpApp(transport: Transport, options: HttpAppOption
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
     close = () => new Promise<void>((resolve) => server.close(() => resolve()))
   }
-  const send = (path: string, init: RequestInit & { key?: string; tenant?: string } = {}) => {
-    const headers = new Headers(init.headers)
-    if (init.key !== undefined) headers.set('idempotency-key', init.key)
-    if (init.tenant !== undefined) headers.set('x-tenant', init.tenant)
-    const request = new Request(`${base}${path}`, { method: 'POST', ...init, headers })
+  const send = (path: string, init: SendInit = {}) => {
+    const request = requestTo(base, path, init)
     return base.startsWith('http://app.test') ? fetchHandler(request) : fetch(request)
   }
   return { send, routes, charges, hold, store, engine, close }
+}
+
+/** A request's options, with the key and the tenant as headers. */
+export type SendInit = RequestInit & { key?: string; tenant?: string }
+
+/** A POST (unless `init` says otherwise) to `base + path`, the key and tenant as headers. */
+function requestTo(base: string, path: string, init: SendInit): Request {
+  const headers = new Headers(init.headers)
+  if (init.key !== undefined) headers.set('idempotency-key', init.key)
+  if (init.tenant !== undefined) headers.set('x-tenant', init.tenant)
+  return new Request(`${base}${path}`, { method: 'POST', ...init, headers })
 }
 
 /**
@@ -155,12 +163,7 @@ async function expressApp<T extends object>(
   const server = createServer(app)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  const send = (path: string, init: RequestInit & { key?: string; tenant?: string } = {}) => {
-    const headers = new Headers(init.headers)
-    if (init.key !== undefined) headers.set('idempotency-key', init.key)
-    if (init.tenant !== undefined) headers.set('x-tenant', init.tenant)
-    return fetch(`${base}${path}`, { method: 'POST', ...init, headers })
-  }
+  const send = (path: string, init: SendInit = {}) => fetch(requestTo(base, path, init))
   const close = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections()
