@@ -139,7 +139,9 @@ export interface IdempotencyOptions<TTransaction = unknown> {
   /**
    * How long releasing a key (after an unexpected error) may take. When it passes, the caller
    * gets its error, `store-error` (stage `release`) is reported, and the key stays in progress
-   * until its lease ends (a release that lands later frees it then). `false`: no bound.
+   * until its lease ends (a release that lands later frees it then). In transactional mode it
+   * bounds the ROLLBACK: the caller gets its error, and the database rolls the transaction back
+   * when the connection goes. `false`: no bound.
    * @default '1s'
    */
   releaseTimeout?: Duration | false | undefined
@@ -687,9 +689,14 @@ export function createIdempotency<TTransaction = unknown>(
         'claim',
       )
       // The handler writes in a savepoint, so a recorded error can drop its writes and keep
-      // the claim that records it.
+      // the claim that records it. Bounded as the claim is: on a connection that stalls (or a
+      // driver that never sends the statement) the request must not wait for ever.
       if (result.claimed) {
-        savepoint = await holdTransaction((fn) => held.session.savepoint(fn), held)
+        savepoint = await bounded(
+          holdTransaction((fn) => held.session.savepoint(fn), held),
+          claimTimeout,
+          'claim',
+        )
       }
     } catch (error) {
       // Not awaited: a stalled connection ends the transaction when it can.
@@ -717,7 +724,9 @@ export function createIdempotency<TTransaction = unknown>(
     base: EventBase,
   ): Promise<void> {
     try {
-      await held.rollback()
+      // Bounded: a ROLLBACK on a stalled connection (or one a driver never sends) must not hold
+      // the answer; the database rolls back by itself when the connection goes.
+      await bounded(held.rollback(), releaseTimeout, 'release')
     } catch (error) {
       // The database rolls an unfinished transaction back by itself when its connection goes.
       logger.error(`could not roll back the transaction of operation ${base.operation}`, error)
@@ -886,7 +895,7 @@ export function createIdempotency<TTransaction = unknown>(
       async release() {
         settle()
         // The savepoint first: the transaction's callback is parked inside it.
-        await savepoint.rollback().catch(() => undefined)
+        await bounded(savepoint.rollback(), releaseTimeout, 'release').catch(() => undefined)
         await rollbackQuietly(held, base)
         emit(base, 'released')
       },

@@ -136,9 +136,16 @@ describe('engine: a completion that outlives a short outage', () => {
 
 /**
  * A transactional store in memory whose COMMIT the test decides: `commit` is called once the
- * callback returned, and what it returns is what the transaction's promise does.
+ * callback returned, and what it returns is what the transaction's promise does. `rollback`
+ * likewise once the callback threw, and `savepoint` replaces opening a savepoint.
  */
-function transactionalStore(commit: () => Promise<void>): IdempotencyStore {
+function transactionalStore(
+  commit: () => Promise<void>,
+  overrides: {
+    rollback?: () => Promise<void>
+    savepoint?: StoreTransaction['savepoint']
+  } = {},
+): IdempotencyStore {
   const memory = createMemoryStore()
   return {
     ...memory,
@@ -149,14 +156,56 @@ function transactionalStore(commit: () => Promise<void>): IdempotencyStore {
           return { claimed: true, takeover: false, record: claimedRecord(input, 0, 0) }
         },
         complete: async () => true,
-        savepoint: (inner) => inner(session),
+        savepoint: overrides.savepoint ?? ((inner) => inner(session)),
       }
-      const result = await fn(session)
+      let result: T
+      try {
+        result = await fn(session)
+      } catch (error) {
+        await overrides.rollback?.()
+        throw error
+      }
       await commit()
       return result
     },
   }
 }
+
+describe('engine: transactional statements that never answer', () => {
+  const quiet = { warn() {}, error() {} }
+
+  it('a savepoint that never opens answers 503 STORE_UNAVAILABLE after claimTimeout, and the handler never runs', async () => {
+    const idempotency = createIdempotency({
+      store: transactionalStore(async () => {}, { savepoint: never }),
+      transactional: true,
+      claimTimeout: 30,
+      logger: quiet,
+    })
+    const handler = vi.fn()
+    const error = await idempotency.execute({ key: 'k', operation }, handler).catch((e) => e)
+    expect(error).toBeInstanceOf(StoreUnavailableError)
+    expect(error.cause).toMatchObject({ name: 'StoreTimeoutError', stage: 'claim' })
+    expect(handler).not.toHaveBeenCalled()
+  })
+
+  it('a ROLLBACK that never answers holds the caller at most releaseTimeout; it gets the handler error', async () => {
+    const rollback = deferred()
+    const idempotency = createIdempotency({
+      store: transactionalStore(async () => {}, { rollback: () => rollback.promise }),
+      transactional: true,
+      releaseTimeout: 30,
+      logger: quiet,
+    })
+    const failure = new Error('the handler failed')
+    const error = await idempotency
+      .execute({ key: 'k', operation }, () => {
+        throw failure
+      })
+      .catch((e) => e)
+    expect(error).toBe(failure)
+    rollback.resolve()
+  })
+})
 
 describe('engine: a transactional COMMIT that is not confirmed', () => {
   const quiet = { warn() {}, error() {} }

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm'
 import { drizzle as drizzleNodePostgres } from 'drizzle-orm/node-postgres'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import pg from 'pg'
@@ -282,6 +283,43 @@ describe.skipIf(!databaseUrl)(
         }
       })
     }
+
+    it('postgres.js: statements a handler queued behind another on a transaction whose connection is lost reject with TRANSACTION_CLOSED instead of waiting for ever', async () => {
+      const app = await setupThroughProxy('postgres.js')
+      try {
+        const key = 'queued-on-dead-tx'
+        const queued = deferred()
+        let outcomes: PromiseSettledResult<unknown>[] = []
+        const first = app.idempotency
+          .execute({ key, operation: 'orders.create', transactional: true }, async ({ tx }) => {
+            const db = tx as DrizzlePgDatabase
+            app.proxy.blackHole(true)
+            // The first statement has a parameter and is not prepared yet: postgres.js describes
+            // it first and queues the second in the transaction until the first is answered.
+            const statements = [
+              db.execute(sql`select ${1}::int as described_first`),
+              db.execute(sql`select ${2}::int as queued_behind`),
+            ]
+            queued.resolve()
+            outcomes = await Promise.allSettled(statements)
+            throw new Error('the handler saw its statements fail')
+          })
+          .catch((e) => e)
+        await queued.promise
+        const closed = app.nextClose()
+        app.proxy.blackHole(false)
+        await closed
+        expect(await first).toMatchObject({ message: 'the handler saw its statements fail' })
+        expect(outcomes.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected'])
+        // drizzle wraps what the driver rejected with.
+        expect((outcomes[1] as PromiseRejectedResult).reason.cause).toMatchObject({
+          code: 'TRANSACTION_CLOSED',
+        })
+        expect(await recordsOf(admin, schema, app.table, key)).toEqual([])
+      } finally {
+        await app.end()
+      }
+    })
 
     it('postgres.js: a COMMIT whose answer is lost answers 503 OUTCOME_UNKNOWN, not "not run"; the retry replays what committed', async () => {
       const target = new URL(databaseUrl!)

@@ -191,15 +191,12 @@ export function runDrizzleTransaction<TTransaction, T>(
     const pool = nodePostgresPoolOf(db)
     if (pool) return onPoolClient(db, pool, statements, fn)
     let detach: (() => void) | undefined
-    const life: TransactionLife = { ended: false }
+    const life = transactionLife()
     const running = db.transaction((tx) => {
       detach = listenForConnectionErrors(connectionOf(tx))
       return fn(createStoreTransaction<TTransaction>(tx, statements, life))
     })
-    const over = () => {
-      life.ended = true
-    }
-    running.then(over, over)
+    running.then(life.end, life.end)
     return running.finally(() => detach?.())
   }
   // On PGlite the functions must exist before the transaction: inside it, the instance that
@@ -250,7 +247,7 @@ async function onPoolClient<TTransaction, T>(
       },
     ) as { transaction(run: (tx: DrizzlePgDatabase) => Promise<T>): Promise<T> }
     return await onClient.transaction((tx) =>
-      fn(createStoreTransaction<TTransaction>(tx, statements, { ended: false })),
+      fn(createStoreTransaction<TTransaction>(tx, statements, transactionLife())),
     )
   } finally {
     client.release()
@@ -288,6 +285,25 @@ function listenForConnectionErrors(client: unknown): (() => void) | undefined {
 /** Whether the driver has settled a transaction (committed, rolled back, or given up). */
 interface TransactionLife {
   ended: boolean
+  /** Resolves when it ends. */
+  over: Promise<void>
+  end(): void
+}
+
+function transactionLife(): TransactionLife {
+  let end!: () => void
+  const over = new Promise<void>((resolve) => {
+    end = resolve
+  })
+  const life: TransactionLife = {
+    ended: false,
+    over,
+    end: () => {
+      life.ended = true
+      end()
+    },
+  }
+  return life
 }
 
 /** What a statement through `tx` rejects with once its transaction has ended. */
@@ -318,8 +334,44 @@ function refusedQuery(): PromiseLike<never> & Record<string, unknown> {
 }
 
 /**
+ * A postgres.js query of a transaction that also settles when the transaction ends: postgres.js
+ * never settles a statement it queued on a transaction's connection (while an earlier one was
+ * still being described) if that connection closes, so without this a handler awaiting it would
+ * wait for ever. It then rejects with {@link TransactionClosedError}.
+ */
+function endingWith<Q extends object>(query: Q, life: TransactionLife): Q {
+  let settled: Promise<unknown> | undefined
+  const raced = () => {
+    settled ??= Promise.race([
+      query as unknown as PromiseLike<unknown>,
+      life.over.then(() => Promise.reject(new TransactionClosedError())),
+    ])
+    return settled
+  }
+  const proxy: Q = new Proxy(query, {
+    get: (target, property) => {
+      if (property === 'then') {
+        return (onFulfilled?: (v: unknown) => unknown, onRejected?: (e: unknown) => unknown) =>
+          raced().then(onFulfilled, onRejected)
+      }
+      if (property === 'catch')
+        return (onRejected: (e: unknown) => unknown) => raced().catch(onRejected)
+      if (property === 'finally') return (onFinally: () => void) => raced().finally(onFinally)
+      const value = Reflect.get(target, property, target)
+      if (typeof value !== 'function') return value
+      // The modifiers drizzle chains (`values()`, `raw()`, ...) return the query itself.
+      return (...args: unknown[]) => {
+        const result = Reflect.apply(value, target, args)
+        return result === target ? proxy : result
+      }
+    },
+  })
+  return proxy
+}
+
+/**
  * postgres.js: the transaction's `sql` (drizzle's `tx.session.client`) made to refuse statements
- * once the transaction has ended. postgres.js settles `sql.begin()` by itself when the
+ * once the transaction has ended, and to settle those still pending when it ends. postgres.js settles `sql.begin()` by itself when the
  * connection closes, but the transaction's `sql` still sends to that connection: with its socket
  * gone, a statement (the handler's, through `tx`, after the connection was lost) makes
  * postgres.js throw `Cannot read properties of null (reading 'write')` from a timer, an uncaught
@@ -337,14 +389,16 @@ function guardPostgresJsTransaction(tx: DrizzlePgDatabase, life: TransactionLife
   ) {
     return
   }
+  const sent = (query: unknown) =>
+    typeof query === 'object' && query !== null ? endingWith(query, life) : query
   session!.client = new Proxy(client, {
     apply: (target, thisArg, args) =>
-      life.ended ? refusedQuery() : Reflect.apply(target, thisArg, args),
+      life.ended ? refusedQuery() : sent(Reflect.apply(target, thisArg, args)),
     get: (target, property, receiver) => {
       const value = Reflect.get(target, property, receiver)
       if (property === 'unsafe' || property === 'file') {
         return (...args: unknown[]) =>
-          life.ended ? refusedQuery() : (value as (...a: unknown[]) => unknown)(...args)
+          life.ended ? refusedQuery() : sent((value as (...a: unknown[]) => unknown)(...args))
       }
       if (property === 'savepoint') {
         return (...args: unknown[]) =>
