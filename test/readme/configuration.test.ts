@@ -1,10 +1,16 @@
 import { readFile } from 'node:fs/promises'
 import { describe, expect, it } from 'vitest'
+import { documentationPages } from './pages'
 
-// The README's configuration table and the engine's option docs must tell the same story: every
-// option of IdempotencyOptions has a row, and the row's default is the `@default` of the code.
-const source = await readFile(new URL('../../src/engine.ts', import.meta.url), 'utf8')
-const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8')
+/** The file that declares `IdempotencyOptions`, whose `@default`s the table must show. */
+const ENGINE_OPTIONS_SOURCE = 'src/engine.ts'
+/** The heading the engine options table sits under, on whichever page holds it. */
+const TABLE_HEADING = '## Engine options'
+
+// The documented engine options table and the engine's option docs must tell the same story:
+// every option of IdempotencyOptions has a row, the row's default is the `@default` of the code,
+// and the table has no row for an option the code does not have.
+const source = await readFile(new URL(`../../${ENGINE_OPTIONS_SOURCE}`, import.meta.url), 'utf8')
 
 const body = /export interface IdempotencyOptions[^{]*\{([\s\S]*?)\n\}/.exec(source)?.[1] ?? ''
 const options = [...body.matchAll(/\/\*\*([\s\S]*?)\*\/\s*(\w+)\??:/g)].map(([, doc, name]) => ({
@@ -12,13 +18,28 @@ const options = [...body.matchAll(/\/\*\*([\s\S]*?)\*\/\s*(\w+)\??:/g)].map(([, 
   // The first word of `@default …`: a value such as '24h', false, 1048576 or Date.now.
   default: /@default\s+(\S+)/.exec(doc!)?.[1],
 }))
-const table = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('## Stores'))
+
+const pages = documentationPages().filter(({ text }) =>
+  text.split('\n').some((line) => line.trim() === TABLE_HEADING),
+)
+const page = pages[0]
+const section = (() => {
+  if (!page) return ''
+  const lines = page.text.split('\n')
+  const start = lines.findIndex((line) => line.trim() === TABLE_HEADING)
+  const end = lines.findIndex((line, index) => index > start && /^#{1,2} /.test(line))
+  return lines.slice(start, end === -1 ? undefined : end).join('\n')
+})()
 const rows = new Map(
-  [...table.matchAll(/^\| `(\w+)` \| (.*?) \|/gm)].map(([, name, value]) => [name!, value!]),
+  [...section.matchAll(/^\| `(\w+)` \| (.*?) \|/gm)].map(([, name, value]) => [name!, value!]),
 )
 
-describe('the README configuration table', () => {
-  it('documents the engine options found in src/engine.ts', () => {
+describe(`the engine options table (${page?.path ?? 'not found'})`, () => {
+  it(`is on exactly one documentation page, under "${TABLE_HEADING}"`, () => {
+    expect(pages.map(({ path }) => path)).toHaveLength(1)
+  })
+
+  it(`documents the engine options found in ${ENGINE_OPTIONS_SOURCE}`, () => {
     expect(options.length).toBeGreaterThanOrEqual(15)
   })
 
@@ -31,4 +52,9 @@ describe('the README configuration table', () => {
       expect(cell).toContain(expected)
     },
   )
+
+  it('lists no option the code does not have', () => {
+    const known = new Set(options.map((option) => option.name))
+    expect([...rows.keys()].filter((name) => !known.has(name))).toEqual([])
+  })
 })
