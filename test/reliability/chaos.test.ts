@@ -289,9 +289,7 @@ describe.skipIf(missing !== undefined)(
         duplicates: 'holds',
         lostAcks: 'holds',
         mismatches: 'holds',
-        crashes: {
-          skip: 'measured in the [chaos] line, asserted once more runs confirm it: 0 crashes in 7 runs after the last fix, against 1 in 4 before it (the fault is intermittent; test/reliability/resets.test.ts covers each path deterministically)',
-        },
+        crashes: 'holds',
         stuck: 'holds',
       },
     )
@@ -305,9 +303,7 @@ describe.skipIf(missing !== undefined)(
       {
         lostAcks: 'holds',
         mismatches: 'holds',
-        crashes: {
-          skip: 'measured in the [chaos] line: a PostgreSQL crash-stop can still end an app process with an unhandled read ECONNRESET rejection, on some runs (1 in the runs of the final code)',
-        },
+        crashes: 'holds',
         stuck: { skip: noBackgroundCompletion },
       },
     )
