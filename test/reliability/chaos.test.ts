@@ -203,6 +203,7 @@ describe.skipIf(missing !== undefined)(
       }
       const crashes = fleet.crashes()
       const startFailures = fleet.startFailures()
+      const { eventsOf } = fleet
       fleet.stop()
       await killChildren()
       const rows = new Map<string, string[]>()
@@ -211,7 +212,7 @@ describe.skipIf(missing !== undefined)(
       )) {
         rows.set(row.key, [...(rows.get(row.key) ?? []), row.id])
       }
-      const figures = judge({ logs, rows, crashes, stuck, startFailures, faults })
+      const figures = judge({ logs, rows, crashes, stuck, startFailures, faults, eventsOf })
       reportChaos(name, figures, {
         startMs,
         faultsMs: faultsEnded - began - startMs,
