@@ -3,19 +3,18 @@
  * plain Envelop). It only translates: it finds the key, asks the engine, and maps outcomes to
  * GraphQL results, `extensions.code` and response headers.
  */
-export {
-  type DefaultContext,
-  defaultStoreGraphQLErrors,
-  type IdempotencyContextFields,
-  type IdempotencyPlugin,
-  type KeyLookup,
-  replayHeader,
-  type UseIdempotencyOptions,
-  useIdempotency,
-  type YogaHooks,
-} from './plugin'
+export type { DefaultContext, KeyLookup } from '../graphql/options'
+export { defaultStoreGraphQLErrors } from '../graphql/result'
 export {
   type IdempotencyFieldOptions,
   idempotentDirectiveName,
   idempotentDirectiveTypeDefs,
-} from './schema-options'
+} from '../graphql/schema-options'
+export { replayHeader } from '../kit'
+export {
+  type IdempotencyContextFields,
+  type IdempotencyPlugin,
+  type UseIdempotencyOptions,
+  useIdempotency,
+} from './plugin'
+export type { YogaHooks } from './yoga'
