@@ -3,13 +3,14 @@
  * plain Envelop). It only translates: it finds the key, asks the engine, and maps outcomes to
  * GraphQL results, `extensions.code` and response headers.
  */
-export type { DefaultContext, KeyLookup } from '../graphql/options'
-export { defaultStoreGraphQLErrors } from '../graphql/result'
 export {
+  type DefaultContext,
+  defaultStoreGraphQLErrors,
   type IdempotencyFieldOptions,
   idempotentDirectiveName,
   idempotentDirectiveTypeDefs,
-} from '../graphql/schema-options'
+  type KeyLookup,
+} from '../graphql'
 export { replayHeader } from '../kit'
 export {
   type IdempotencyContextFields,

@@ -1,15 +1,19 @@
 import type { OnExecuteEventPayload, OnExecuteHookResult, Plugin } from '@envelop/core'
 import { getOperationAST, type OperationDefinitionNode } from 'graphql'
 import type { HandlerContext } from '../../src'
-import { type Claim, claimMutation, type MutationCall } from '../graphql/claim'
-import { isAsyncIterable, type MutationExecution, prepareSchema } from '../graphql/execution'
 import {
+  type Claim,
+  claimMutation,
   type DefaultContext,
   type GraphQLIdempotencyOptions,
   type GraphQLSettings,
+  isAsyncIterable,
+  isOriginalGraphQLError,
+  type MutationCall,
+  type MutationExecution,
+  prepareSchema,
   resolveGraphQLOptions,
-} from '../graphql/options'
-import { isOriginalGraphQLError } from '../graphql/result'
+} from '../graphql'
 import { type YogaHooks, YogaRequests } from './yoga'
 
 /**

@@ -1,5 +1,5 @@
 import type { ExecutionResult } from 'graphql'
-import { isAsyncIterable, type MutationExecution } from '../graphql/execution'
+import { isAsyncIterable, type MutationExecution } from '../graphql'
 import { replayHeader } from '../kit'
 
 /** The Yoga server hooks the plugin adds to Envelop's; typed here so Yoga is not a dependency. */

@@ -3,20 +3,25 @@
  * engine: the common options (documented once, in {@link AdapterOptions}), the failure policy,
  * settling a lease exactly once, the context handed to handlers, and the engine's logger.
  *
- * A new adapter:
+ * A new adapter, in its host's hooks:
  *
- *     const settings = resolveAdapterOptions(options, 'myAdapter', defaultMyStoreErrors)
- *     // per call: find the key (the header, the host's own sources, or keyFromGetKey), then
- *     const attempt = await settings.idempotency.begin({ key, operation, scope: await
- *       findScope(options.scope, call, 'scope(call)'), payload, required, transactional })
- *     // 'bypass': run with contextFields(unkeyedContext, settings)
- *     // 'replay': answer attempt.outcome in the host's form, with Idempotent-Replay: true
- *     // 'execute': run with contextFields(attempt.lease, settings), then settle once: where
- *     //   the end is seen where it started, complete / settleFailure(lease, failure,
- *     //   failurePolicy(...)); where it is seen in a later hook, a Settlement
- *     // any IdempotencyError: answer error.status and error.code in the host's idiom
+ *     once        settings = resolveAdapterOptions(options, 'myAdapter', defaultMyStoreErrors)
+ *     per call    key: the header (readKeyHeader), the host's own sources, or
+ *                   keyFromGetKey(options.getKey, call); scope: findScope(options.scope, call, where)
+ *                 attempt = await settings.idempotency.begin({ key, operation, scope, payload,
+ *                   required, transactional: settings.transactional })
+ *     'bypass'    run, with contextFields(unkeyedContext, settings) in the host's context
+ *     'replay'    answer attempt.outcome in the host's form, with `${replayHeader}: true`
+ *     'execute'   run, with contextFields(attempt.lease, settings); then settle exactly once:
+ *                   where the end is seen where it started, lease.complete(value) or
+ *                   settleFailure(lease, failure, failurePolicy(storeErrors, logger));
+ *                   where it is seen in a later hook, through a Settlement
+ *     refusals    an IdempotencyError (thrown by begin, or returned by refusalOf and
+ *                   Settlement.settle when a commit fails): its status, code and retryAfter
+ *                   in the host's idiom
  *
- * Host-free: nothing here loads tRPC, graphql or a web framework.
+ * GraphQL hosts build on ../graphql, which does the per-call part for them. Host-free: nothing
+ * here loads tRPC, graphql or a web framework.
  */
 export {
   type FailurePolicy,
