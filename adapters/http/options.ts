@@ -1,4 +1,4 @@
-import type { Duration, Idempotency, Logger } from '../../src'
+import type { Duration, Idempotency } from '../../src'
 import type { FailurePolicy } from '../../src/settle'
 import {
   type AdapterOptions,
@@ -78,7 +78,6 @@ export interface ResolvedHttpOptions<TTransaction> {
   /** `storeStatus` as a failure policy: a policy that throws releases the key, logged. */
   statusPolicy: FailurePolicy<number>
   maxResponseBytes: number
-  logger: Logger
 }
 
 export function resolveHttpOptions<TTransaction>(
@@ -91,7 +90,7 @@ export function resolveHttpOptions<TTransaction>(
   if (!Number.isInteger(maxResponseBytes) || maxResponseBytes < 0) {
     throw new TypeError(`idempotent-mutations: ${where}: maxResponseBytes must be a whole number`)
   }
-  const logger = engineLogger(idempotency)
+  const storeStatus = options.storeStatus ?? defaultHttpStoreStatus
   return {
     idempotency,
     keyHeader: options.key ?? 'Idempotency-Key',
@@ -102,10 +101,7 @@ export function resolveHttpOptions<TTransaction>(
     required: options.required,
     ttl: options.ttl,
     lockTimeout: options.lockTimeout,
-    statusPolicy: failurePolicy(options.storeStatus ?? defaultHttpStoreStatus, logger, {
-      option: 'storeStatus',
-    }),
+    statusPolicy: failurePolicy(storeStatus, engineLogger(idempotency), { option: 'storeStatus' }),
     maxResponseBytes,
-    logger,
   }
 }
