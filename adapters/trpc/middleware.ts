@@ -120,38 +120,52 @@ function rethrowTranslated(ctx: unknown, error: unknown): never {
 /**
  * The engine's request for one mutation call: its key (from `getKey`, or from the header and
  * the input field, which must agree), its scope (only keyed calls need one) and its payload
- * (the input without the key field), with the procedure's `meta.idempotency` on top.
+ * (the input without the key field), with the procedure's `meta.idempotency` on top. Without
+ * `getKey` and `scope` it is made synchronously: no promise on every mutation's path.
  */
-async function operationRequest(
+function operationRequest(
   call: IdempotencyCallInfo<unknown>,
   meta: IdempotencyMeta | undefined,
   options: IdempotencyMiddlewareOptions<unknown>,
   settings: AdapterSettings<TRPCError>,
-): Promise<OperationRequest> {
-  let key: string | undefined
-  let payload: unknown
-  if (options.getKey) {
-    key = await keyFromGetKey(options.getKey, call)
-    payload = withoutField(call.input, settings.keyField)
-  } else {
-    const fromInput = splitInputKey(call.input, settings.keyField)
-    key = agreeOnKey(headerKeyOf(call.ctx), fromInput.key)
-    payload = fromInput.payload
-  }
-  // Only keyed calls need a scope; a scope that throws fails the call (no shared fallback).
-  const where = 'scope({ ctx, path, input })'
-  const scope = key === undefined ? '' : await findScope(options.scope, call, where)
+): OperationRequest | Promise<OperationRequest> {
   const procedure = meta?.idempotency
-  return {
-    key,
+  const request: OperationRequest = {
+    key: undefined,
     operation: call.path,
-    scope,
-    payload,
+    scope: '',
+    payload: call.input,
     required: procedure?.required ?? settings.required,
     ttl: procedure?.ttl,
     lockTimeout: procedure?.lockTimeout,
     transactional: settings.transactional,
   }
+  const { getKey } = options
+  if (getKey) {
+    return keyFromGetKey(getKey, call).then((key) => {
+      request.key = key
+      request.payload = withoutField(call.input, settings.keyField)
+      return withScope(request, call, options)
+    })
+  }
+  const fromInput = splitInputKey(call.input, settings.keyField)
+  request.key = agreeOnKey(headerKeyOf(call.ctx), fromInput.key)
+  request.payload = fromInput.payload
+  return withScope(request, call, options)
+}
+
+/** The request with its caller's scope: only keyed calls need one, and only `scope` gives one. */
+function withScope(
+  request: OperationRequest,
+  call: IdempotencyCallInfo<unknown>,
+  options: IdempotencyMiddlewareOptions<unknown>,
+): OperationRequest | Promise<OperationRequest> {
+  // A scope that throws fails the call: there is no shared fallback.
+  if (request.key === undefined || !options.scope) return request
+  return findScope(options.scope, call, 'scope({ ctx, path, input })').then((scope) => {
+    request.scope = scope
+    return request
+  })
 }
 
 /**
@@ -246,7 +260,8 @@ export function createIdempotencyMiddleware<TContext = object>(
     const input = await opts.getRawInput()
     let request: OperationRequest
     try {
-      request = await operationRequest({ ctx, path, input }, opts.meta, callOptions, settings)
+      const made = operationRequest({ ctx, path, input }, opts.meta, callOptions, settings)
+      request = made instanceof Promise ? await made : made
     } catch (error) {
       rethrowTranslated(ctx, error)
     }
