@@ -6,16 +6,16 @@
 export {
   type DefaultContext,
   defaultStoreGraphQLErrors,
-  type IdempotencyContextFields,
-  type IdempotencyPlugin,
-  type KeyLookup,
-  replayHeader,
-  type UseIdempotencyOptions,
-  useIdempotency,
-  type YogaHooks,
-} from './plugin'
-export {
   type IdempotencyFieldOptions,
   idempotentDirectiveName,
   idempotentDirectiveTypeDefs,
-} from './schema-options'
+  type KeyLookup,
+} from '../graphql'
+export { replayHeader } from '../kit'
+export {
+  type IdempotencyContextFields,
+  type IdempotencyPlugin,
+  type UseIdempotencyOptions,
+  useIdempotency,
+} from './plugin'
+export type { YogaHooks } from './yoga'

@@ -83,28 +83,13 @@ export function captureResponse(res: NodeResponse): {
     const init = { status, statusText: res.statusMessage, headers: toHeaders(res.getHeaders()) }
     resolve(new Response(nullBodyStatuses.has(status) ? null : body, init))
   }
-  const chunkOf = (chunk: unknown, encoding: unknown) =>
-    typeof chunk === 'string'
-      ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8')
-      : Buffer.from(chunk as Uint8Array)
   const later = (callback: unknown) => {
     if (typeof callback === 'function') queueMicrotask(() => callback())
   }
   // While captured, the stack sees its headers as sent once it has written (so an error handler
   // after a partial write drops the connection instead of appending a page to the body).
   Object.defineProperty(res, 'headersSent', { configurable: true, get: () => started })
-  res.writeHead = ((status: number, ...rest: unknown[]) => {
-    res.statusCode = status
-    const headers = rest.find((item) => item !== null && typeof item === 'object')
-    if (typeof rest[0] === 'string') res.statusMessage = rest[0]
-    if (Array.isArray(headers)) {
-      for (let i = 0; i + 1 < headers.length; i += 2)
-        res.setHeader(String(headers[i]), headers[i + 1])
-    } else if (headers) {
-      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string)
-    }
-    return res
-  }) as typeof res.writeHead
+  res.writeHead = heldWriteHead(res)
   res.flushHeaders = () => {}
   res.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
     if (ended) return false
@@ -158,6 +143,29 @@ export function captureResponse(res: NodeResponse): {
       res.end = end
     },
   }
+}
+
+/** A written chunk as bytes, in the encoding it was written with. */
+function chunkOf(chunk: unknown, encoding: unknown): Buffer {
+  return typeof chunk === 'string'
+    ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8')
+    : Buffer.from(chunk as Uint8Array)
+}
+
+/** `res.writeHead` while captured: the status and headers go onto `res`, and nothing is sent. */
+function heldWriteHead(res: NodeResponse): NodeResponse['writeHead'] {
+  return ((status: number, ...rest: unknown[]) => {
+    res.statusCode = status
+    const headers = rest.find((item) => item !== null && typeof item === 'object')
+    if (typeof rest[0] === 'string') res.statusMessage = rest[0]
+    if (Array.isArray(headers)) {
+      for (let i = 0; i + 1 < headers.length; i += 2)
+        res.setHeader(String(headers[i]), headers[i + 1])
+    } else if (headers) {
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string)
+    }
+    return res
+  }) as NodeResponse['writeHead']
 }
 
 function toHeaders(headers: OutgoingHttpHeaders): Headers {

@@ -1,14 +1,28 @@
 import type { Duration, Idempotency } from '../../src'
+import type { FailurePolicy } from '../../src/settle'
+import {
+  type AdapterOptions,
+  assertEngine,
+  engineLogger,
+  failurePolicy,
+  isDeterministicStatus,
+} from '../kit'
 
 /** What `scope`, `getKey` and the handler's context are told about a request. */
 export interface HttpRequestInfo {
   request: Request
 }
 
-/** The options of the plain-HTTP adapters (`withIdempotency`, Hono's and Express's middleware). */
-export interface HttpIdempotencyOptions<TTransaction = unknown> {
-  /** The engine: `createIdempotency({ store, ... })`. */
-  idempotency: Idempotency<TTransaction>
+/**
+ * The options of the plain-HTTP adapters (`withIdempotency`, Hono's and Express's middleware):
+ * four of the common ones ({@link AdapterOptions}: `scope` gets the request, `getKey` a clone
+ * of it), and the ones of plain HTTP routes.
+ */
+export interface HttpIdempotencyOptions<TTransaction = unknown>
+  extends Pick<
+    AdapterOptions<Request, never, TTransaction>,
+    'idempotency' | 'scope' | 'getKey' | 'required'
+  > {
   /**
    * The header that carries the key, such as `'webhook-id'` for Standard Webhooks (Svix).
    * Bare and quoted (IETF structured-field) values are accepted.
@@ -16,38 +30,19 @@ export interface HttpIdempotencyOptions<TTransaction = unknown> {
    */
   key?: string | undefined
   /**
-   * Finds the key yourself (a Stripe event id read from the body, say); replaces the header.
-   * Return `undefined` or `null` for "no key". The request it gets is a clone: read its body
-   * freely. @default undefined (the header)
-   */
-  getKey?:
-    | ((request: Request) => string | null | undefined | Promise<string | null | undefined>)
-    | undefined
-  /**
-   * Who is asking (a tenant or user id); the method and path are always added as the operation.
-   * Called only for requests that carry a key. If it throws, the request fails.
-   * @default undefined (one shared scope)
-   */
-  scope?:
-    | ((
-        request: Request,
-      ) => string | number | null | undefined | Promise<string | number | null | undefined>)
-    | undefined
-  /**
    * The methods that are deduplicated; any other passes through and the store is never called.
    * @default ['POST', 'PATCH']
    */
   methods?: readonly string[] | undefined
   /** Count the query string as part of the route (operation) and payload. @default false */
   includeQuery?: boolean | undefined
-  /** Reject effectful requests without a key with 400 `KEY_REQUIRED`. @default the engine's */
-  required?: boolean | undefined
   /** How long completed records of this route are replayed. @default the engine's `ttl` */
   ttl?: Duration | undefined
   /** How long an execution holds its lease. @default the engine's `lockTimeout` */
   lockTimeout?: Duration | undefined
   /**
-   * Which statuses are recorded and replayed (true) instead of releasing the key.
+   * Which statuses are recorded and replayed (true) instead of releasing the key. If it throws,
+   * the key is released and the error is logged.
    * @default defaultHttpStoreStatus (every status but 5xx, 408, 409 and 429)
    */
   storeStatus?: ((status: number) => boolean) | undefined
@@ -61,9 +56,12 @@ export interface HttpIdempotencyOptions<TTransaction = unknown> {
   maxResponseBytes?: number | undefined
 }
 
-/** The contract's policy read from a status: 5xx, 408, 409 and 429 release the key. */
+/**
+ * The contract's policy read from a response status: a success is recorded, and a failure
+ * when {@link isDeterministicStatus} holds; 5xx, 408, 409 and 429 release the key.
+ */
 export function defaultHttpStoreStatus(status: number): boolean {
-  return status < 500 && status !== 408 && status !== 409 && status !== 429
+  return status < 400 || isDeterministicStatus(status)
 }
 
 /** The options with their defaults, checked once when the adapter is made. */
@@ -77,7 +75,8 @@ export interface ResolvedHttpOptions<TTransaction> {
   required: boolean | undefined
   ttl: Duration | undefined
   lockTimeout: Duration | undefined
-  storeStatus: (status: number) => boolean
+  /** `storeStatus` as a failure policy: a policy that throws releases the key, logged. */
+  statusPolicy: FailurePolicy<number>
   maxResponseBytes: number
 }
 
@@ -86,15 +85,12 @@ export function resolveHttpOptions<TTransaction>(
   where: string,
 ): ResolvedHttpOptions<TTransaction> {
   const { idempotency } = options ?? {}
-  if (!idempotency || typeof idempotency.begin !== 'function') {
-    throw new TypeError(
-      `idempotent-mutations: ${where} needs \`idempotency\` (from createIdempotency)`,
-    )
-  }
+  assertEngine(idempotency, where)
   const maxResponseBytes = options.maxResponseBytes ?? 760 * 1024
   if (!Number.isInteger(maxResponseBytes) || maxResponseBytes < 0) {
     throw new TypeError(`idempotent-mutations: ${where}: maxResponseBytes must be a whole number`)
   }
+  const storeStatus = options.storeStatus ?? defaultHttpStoreStatus
   return {
     idempotency,
     keyHeader: options.key ?? 'Idempotency-Key',
@@ -105,7 +101,7 @@ export function resolveHttpOptions<TTransaction>(
     required: options.required,
     ttl: options.ttl,
     lockTimeout: options.lockTimeout,
-    storeStatus: options.storeStatus ?? defaultHttpStoreStatus,
+    statusPolicy: failurePolicy(storeStatus, engineLogger(idempotency), { option: 'storeStatus' }),
     maxResponseBytes,
   }
 }

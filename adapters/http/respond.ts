@@ -1,20 +1,22 @@
 import { createHash } from 'node:crypto'
 import {
-  callerScope,
   type HandlerContext,
   type IdempotencyError,
   isIdempotencyError,
+  type Lease,
   type OperationRequest,
   parseKeyHeader,
   ResponseNotStoredError,
   unkeyedContext,
-  validateKey,
 } from '../../src'
+import { findScope, handlerContext, keepsFailure, keyFromGetKey, refusalOf } from '../kit'
 import type { ResolvedHttpOptions } from './options'
 import { type RecordedResponse, readForRecord, replayResponse } from './record'
 
 /** What a handler gets besides the request: the lease's `deriveKey`, `takeover` and `tx`. */
 export type HttpHandlerContext<TTransaction = unknown> = HandlerContext<TTransaction>
+
+type Run<TTransaction> = (context: HttpHandlerContext<TTransaction>) => Promise<Response>
 
 /**
  * Answers `request` through the engine: the methods it deduplicates run `run` once per (scope,
@@ -26,7 +28,7 @@ export type HttpHandlerContext<TTransaction = unknown> = HandlerContext<TTransac
 export async function respondIdempotently<TTransaction>(
   request: Request,
   options: ResolvedHttpOptions<TTransaction>,
-  run: (context: HttpHandlerContext<TTransaction>) => Promise<Response>,
+  run: Run<TTransaction>,
   refuse: (error: IdempotencyError) => Response = problemResponse,
 ): Promise<Response> {
   if (!options.methods.has(request.method.toUpperCase())) {
@@ -47,15 +49,28 @@ export async function respondIdempotently<TTransaction>(
     }
     return replayResponse(recorded)
   }
-  const { lease } = attempt
+  return respondUnderLease(attempt.lease, run, options, refuse)
+}
+
+/**
+ * Runs the handler under `lease` and settles the lease exactly once: a response whose status
+ * `storeStatus` keeps is recorded; a throw, another status, or a body that fails part-way (or
+ * a client that went away: nothing whole was answered) releases the key.
+ */
+async function respondUnderLease<TTransaction>(
+  lease: Lease<TTransaction>,
+  run: Run<TTransaction>,
+  options: ResolvedHttpOptions<TTransaction>,
+  refuse: (error: IdempotencyError) => Response,
+): Promise<Response> {
   let response: Response
   try {
-    response = await run(lease)
+    response = await run(handlerContext(lease))
   } catch (error) {
     await lease.release()
     throw error
   }
-  if (!options.storeStatus(response.status)) {
+  if (!keepsFailure(options.statusPolicy, response.status)) {
     await lease.release()
     return response
   }
@@ -66,18 +81,11 @@ export async function respondIdempotently<TTransaction>(
   try {
     read = await readForRecord(response, options.maxResponseBytes)
   } catch (error) {
-    // The body failed part-way (or the client went away): nothing whole was answered.
     await lease.release()
     throw error
   }
-  const { recorded, response: answer } = read
-  try {
-    await lease.complete(recorded)
-  } catch (error) {
-    if (isIdempotencyError(error)) return refuse(error)
-    throw error
-  }
-  return answer
+  const refusal = await refusalOf(lease.complete(read.recorded))
+  return refusal === undefined ? read.response : refuse(refusal)
 }
 
 /** The engine's request for an effectful HTTP request: key, scope, operation and payload. */
@@ -88,10 +96,9 @@ async function operationOf<TTransaction>(
   const method = request.method.toUpperCase()
   const url = new URL(request.url)
   const route = `${method} ${url.pathname}${options.includeQuery ? url.search : ''}`
-  const found = options.getKey
-    ? await options.getKey(request.clone())
+  const key = options.getKey
+    ? await keyFromGetKey(options.getKey, request.clone())
     : parseKeyHeader(request.headers.get(options.keyHeader))
-  const key = found === undefined || found === null ? undefined : validateKey(found)
   const base = {
     key,
     operation: route,
@@ -100,10 +107,9 @@ async function operationOf<TTransaction>(
     lockTimeout: options.lockTimeout,
   }
   if (key === undefined) return base
-  const scope = options.scope ? await options.scope(request) : undefined
   return {
     ...base,
-    scope: callerScope(scope, 'scope(request)'),
+    scope: await findScope(options.scope, request, 'scope(request)'),
     payload: { route, body: await bodyPayload(request) },
   }
 }

@@ -6,6 +6,7 @@ import {
   isIdempotencyError,
   ResponseNotStoredError,
 } from '../../src'
+import { isDeterministicStatus } from '../kit'
 
 /**
  * Formatted error shapes (`.errors()` on a procedure) arrived in a later tRPC 11 minor. Read
@@ -55,16 +56,16 @@ function httpStatusOf(error: TRPCError): number {
 }
 
 /**
- * The adapter's default failure policy (SPEC "Failures of the operation itself"): a `TRPCError`
- * whose code maps to a 4xx status is deterministic, so it is recorded and replayed, except
- * 408 (timeout), 409 (conflict) and 429 (rate limit), which a retry may well get past, and 499
- * (the client went away mid-call), which says nothing about the operation. Anything else,
- * including plain throws (tRPC turns them into INTERNAL_SERVER_ERROR), releases the key.
+ * The adapter's default failure policy (SPEC "Failures of the operation itself"):
+ * {@link isDeterministicStatus} read from the HTTP status of the `TRPCError`'s code, so a 4xx
+ * other than 408, 409 and 429 is recorded and replayed, except 499 (the client went away
+ * mid-call), which says nothing about the operation. Anything else, including plain throws
+ * (tRPC turns them into INTERNAL_SERVER_ERROR), releases the key.
  */
 export function defaultTRPCStoreErrors(error: TRPCError): boolean {
   if (!(error instanceof TRPCError)) return false
   const status = httpStatusOf(error)
-  return status >= 400 && status < 500 && ![408, 409, 429, 499].includes(status)
+  return status !== 499 && isDeterministicStatus(status)
 }
 
 /** A recorded `TRPCError`, as the engine's codec stores it. */

@@ -2,30 +2,30 @@ import type { TRPCError, TRPCProcedureType } from '@trpc/server'
 import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
 import {
   agreeOnKey,
-  assertTransactionalStore,
-  callerScope,
   type Duration,
-  defaultKeyField,
   type HandlerContext,
-  type Idempotency,
   isIdempotencyError,
   type Lease,
   type OperationRequest,
   splitInputKey,
   unkeyedContext,
 } from '../../src'
-import { inBatchOrder, type Ran } from './batch-order'
 import {
-  defaultTRPCStoreErrors,
-  recordError,
-  replayError,
-  type TRPCRootLike,
-  toTRPCError,
-} from './errors'
+  type AdapterOptions,
+  type AdapterSettings,
+  contextFields,
+  findScope,
+  keyFromGetKey,
+  replayHeader,
+  resolveAdapterOptions,
+  settleFailure,
+} from '../kit'
+import { inBatchOrder, type Ran } from './batch-order'
+import { defaultTRPCStoreErrors, replayError, type TRPCRootLike, toTRPCError } from './errors'
 import { batchRequestOf, headerKeyOf, setResponseHeader } from './http'
 import { replayedResult } from './result'
 import { recordablePlain, replayable } from './stream'
-import { handOverStream, type StreamCallInfo } from './stream-lease'
+import { callFailurePolicy, handOverStream, type StreamCallInfo } from './stream-lease'
 
 /** Per-procedure settings, given with `.meta({ idempotency: { ... } })`. */
 export interface IdempotencyProcedureOptions {
@@ -52,49 +52,14 @@ export interface IdempotencyCallInfo<TContext> {
   input: unknown
 }
 
-export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = unknown> {
-  /** The engine: `createIdempotency({ store, ... })`. */
-  idempotency: Idempotency<TTransaction>
-  /**
-   * Who is asking (a tenant or user id). Records of different scopes never meet; the procedure
-   * path is always added as the operation. May be async. If it throws, the call fails: it never
-   * falls back to a shared scope; a value of another type (an object) fails it with a TypeError.
-   * Called only for calls that carry a key.
-   * @default () => '' (one scope for every caller)
-   */
-  scope?:
-    | ((
-        info: IdempotencyCallInfo<TContext>,
-      ) => string | number | null | undefined | Promise<string | number | null | undefined>)
-    | undefined
-  /**
-   * Finds the key yourself; replaces both the `Idempotency-Key` header and the input field.
-   * Return `undefined` or `null` for "no key". May be async.
-   * @default undefined (header and input field)
-   */
-  getKey?:
-    | ((
-        info: IdempotencyCallInfo<TContext>,
-      ) => string | null | undefined | Promise<string | null | undefined>)
-    | undefined
-  /**
-   * The input field that carries a per-call key. It is not part of the fingerprint.
-   * @default 'idempotencyKey'
-   */
-  keyField?: string | undefined
-  /**
-   * Reject mutations without a key with 400 `KEY_REQUIRED`; a procedure's
-   * `meta.idempotency.required` overrides it.
-   * @default undefined (the engine's `required`, itself false by default)
-   */
-  required?: boolean | undefined
-  /**
-   * Which failures are recorded and replayed (true) instead of releasing the key. Called with the
-   * `TRPCError` the procedure failed with (a plain throw arrives as INTERNAL_SERVER_ERROR with
-   * the original in `cause`).
-   * @default defaultTRPCStoreErrors (4xx codes except 408, 409, 429 and 499)
-   */
-  storeErrors?: ((error: TRPCError) => boolean) | undefined
+/**
+ * The middleware's options: the common ones of every adapter ({@link AdapterOptions}: `scope`
+ * and `getKey` get {@link IdempotencyCallInfo}, `storeErrors` the `TRPCError`, by default
+ * {@link defaultTRPCStoreErrors}), and `root`. `transactional: true` also types `ctx.tx` and
+ * `ctx.idempotency`; `exposeContext: true` types `ctx.idempotency`.
+ */
+export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = unknown>
+  extends AdapterOptions<IdempotencyCallInfo<TContext>, TRPCError, TTransaction> {
   /**
    * Your tRPC root, `t` from `initTRPC...create()`. With it, a recorded error keeps the exact
    * shape your `errorFormatter` gave it, and the first caller and every retry get that same
@@ -104,23 +69,6 @@ export interface IdempotencyMiddlewareOptions<TContext = object, TTransaction = 
    * @default undefined
    */
   root?: TRPCRootLike | undefined
-  /**
-   * Run each mutation in one database transaction with its record (the engine's transactional
-   * mode; needs the Drizzle store, else a TypeError here): the procedure writes through
-   * `ctx.tx`, and its writes commit with the recorded outcome or not at all. Mutations without
-   * a key get a transaction too. `true` also types `ctx.tx` and `ctx.idempotency`.
-   * @default undefined (the engine's `transactional`, itself false by default)
-   */
-  transactional?: boolean | undefined
-  /** The context field that carries the transaction in transactional mode. @default 'tx' */
-  transactionField?: string | undefined
-  /**
-   * Add `ctx.idempotency` ({@link HandlerContext}: `deriveKey(name)`, `takeover`, `tx`) to the
-   * context of every mutation the middleware runs, and to the context's type. Transactional mode
-   * always adds it. For a mutation without a key, `deriveKey` throws.
-   * @default false
-   */
-  exposeContext?: boolean | undefined
 }
 
 /** The context fields a transactional middleware adds: `ctx.tx` (or your name) and `ctx.idempotency`. */
@@ -146,6 +94,8 @@ export type IdempotencyMiddleware<TContext = object, TAdded extends object = obj
   next: (opts?: { ctx: object }) => Promise<MiddlewareResult<object>>
 }) => Promise<MiddlewareResult<TAdded>>
 
+type Next = (opts?: { ctx: object }) => Promise<MiddlewareResult<object>>
+
 function withoutField(input: unknown, field: string): unknown {
   if (input === null || typeof input !== 'object' || Array.isArray(input) || !(field in input)) {
     return input
@@ -168,49 +118,105 @@ function rethrowTranslated(ctx: unknown, error: unknown): never {
 }
 
 /**
+ * The engine's request for one mutation call: its key (from `getKey`, or from the header and
+ * the input field, which must agree), its scope (only keyed calls need one) and its payload
+ * (the input without the key field), with the procedure's `meta.idempotency` on top. Without
+ * `getKey` and `scope` it is made synchronously: no promise on every mutation's path.
+ */
+function operationRequest(
+  call: IdempotencyCallInfo<unknown>,
+  meta: IdempotencyMeta | undefined,
+  options: IdempotencyMiddlewareOptions<unknown>,
+  settings: AdapterSettings<TRPCError>,
+): OperationRequest | Promise<OperationRequest> {
+  const procedure = meta?.idempotency
+  const request: OperationRequest = {
+    key: undefined,
+    operation: call.path,
+    scope: '',
+    payload: call.input,
+    required: procedure?.required ?? settings.required,
+    ttl: procedure?.ttl,
+    lockTimeout: procedure?.lockTimeout,
+    transactional: settings.transactional,
+  }
+  const { getKey } = options
+  if (getKey) {
+    return keyFromGetKey(getKey, call).then((key) => {
+      request.key = key
+      request.payload = withoutField(call.input, settings.keyField)
+      return withScope(request, call, options)
+    })
+  }
+  const fromInput = splitInputKey(call.input, settings.keyField)
+  request.key = agreeOnKey(headerKeyOf(call.ctx), fromInput.key)
+  request.payload = fromInput.payload
+  return withScope(request, call, options)
+}
+
+/** The request with its caller's scope: only keyed calls need one, and only `scope` gives one. */
+function withScope(
+  request: OperationRequest,
+  call: IdempotencyCallInfo<unknown>,
+  options: IdempotencyMiddlewareOptions<unknown>,
+): OperationRequest | Promise<OperationRequest> {
+  // A scope that throws fails the call: there is no shared fallback.
+  if (request.key === undefined || !options.scope) return request
+  return findScope(options.scope, call, 'scope({ ctx, path, input })').then((scope) => {
+    request.scope = scope
+    return request
+  })
+}
+
+/**
+ * Calls the procedure, with `ctx.idempotency` (a view of the lease without its settling
+ * methods) and the transaction in the context when there is one or it was asked for.
+ */
+function runProcedure(
+  next: Next,
+  lease: HandlerContext<unknown>,
+  settings: AdapterSettings<TRPCError>,
+): Promise<MiddlewareResult<object>> {
+  const fields = contextFields(lease, settings)
+  return fields === undefined ? next() : next({ ctx: fields })
+}
+
+/**
  * Runs the procedure under `lease` and settles the lease exactly once: completed with the
- * result, completed with a deterministic error, or released so a retry can run again. A
- * streamed output is recorded once tRPC has read it: its lease settles then (`settled`).
+ * output, completed with a deterministic error or released (the failure policy), and for a
+ * streamed output once tRPC has read it (`settled`).
  */
 async function settleLease(
   lease: Lease,
   procedure: () => Promise<MiddlewareResult<object>>,
   call: StreamCallInfo,
 ): Promise<Ran> {
-  const { ctx, storeErrors } = call
-  let settled = false
+  let result: MiddlewareResult<object>
+  let output: unknown
   try {
-    let result = await procedure()
+    result = await procedure()
     if (result.ok) {
       const handover = handOverStream(result, lease, call)
       if (handover.kind === 'streaming') {
-        settled = true
         return { result: handover.result, settled: handover.settled }
       }
       result = handover.result
     }
-    // In transactional mode completing commits: a commit that failed (nothing happened)
-    // reaches the client as 503 STORE_UNAVAILABLE, one whose answer was lost (it may have
-    // happened) as 503 OUTCOME_UNKNOWN; either way, retry with the same key.
-    if (result.ok) {
-      settled = true
-      await lease
-        .complete(recordablePlain(result.data))
-        .catch((error) => rethrowTranslated(ctx, error))
-    } else if (storeErrors(result.error)) {
-      const recorded = recordError(result.error, call)
-      settled = true
-      await lease.completeWithError(recorded).catch((error) => rethrowTranslated(ctx, error))
-    } else {
-      settled = true
-      await lease.release()
-    }
-    return { result }
-  } finally {
-    // tRPC turns throws into `{ ok: false }`, but a throwing `storeErrors` or error
-    // formatter must not leave the key in progress until its lease ends.
-    if (!settled) await lease.release()
+    if (result.ok) output = recordablePlain(result.data)
+  } catch (error) {
+    // tRPC turns the procedure's throws into `{ ok: false }`; anything else that throws here
+    // must not leave the key in progress until its lease ends.
+    await lease.release()
+    throw error
   }
+  // In transactional mode completing commits: a commit that failed (nothing happened)
+  // reaches the client as 503 STORE_UNAVAILABLE, one whose answer was lost (it may have
+  // happened) as 503 OUTCOME_UNKNOWN; either way, retry with the same key.
+  const settling = result.ok
+    ? lease.complete(output)
+    : settleFailure(lease, result.error, callFailurePolicy(call))
+  await settling.catch((error) => rethrowTranslated(call.ctx, error))
+  return { result }
 }
 
 /**
@@ -239,75 +245,25 @@ export function createIdempotencyMiddleware<TContext = object>(
 export function createIdempotencyMiddleware<TContext = object>(
   options: IdempotencyMiddlewareOptions<TContext>,
 ): IdempotencyMiddleware<TContext, object> {
-  const { idempotency, root } = options
-  if (!idempotency || typeof idempotency.begin !== 'function') {
-    throw new TypeError(
-      'idempotent-mutations: createIdempotencyMiddleware needs `idempotency` (from createIdempotency)',
-    )
-  }
-  if (options.transactional === true) {
-    assertTransactionalStore(
-      idempotency.store,
-      'createIdempotencyMiddleware({ transactional: true })',
-    )
-  }
-  const keyField = options.keyField ?? defaultKeyField
-  const storeErrors = options.storeErrors ?? defaultTRPCStoreErrors
-  const transactionField = options.transactionField ?? 'tx'
-  const exposeContext = options.exposeContext === true
-
-  /**
-   * Calls the procedure, with `ctx.idempotency` (a view of the lease without its settling
-   * methods) and the transaction in the context when there is one or it was asked for.
-   */
-  function runProcedure(
-    next: (opts?: { ctx: object }) => Promise<MiddlewareResult<object>>,
-    handlerContext: HandlerContext<unknown>,
-  ): Promise<MiddlewareResult<object>> {
-    const { tx } = handlerContext
-    if (tx === undefined && !exposeContext) return next()
-    const view: HandlerContext<unknown> = {
-      takeover: handlerContext.takeover,
-      deriveKey: handlerContext.deriveKey,
-      ...(tx === undefined ? {} : { tx }),
-    }
-    return next({
-      ctx: tx === undefined ? { idempotency: view } : { idempotency: view, [transactionField]: tx },
-    })
-  }
+  const settings = resolveAdapterOptions(
+    options,
+    'createIdempotencyMiddleware',
+    defaultTRPCStoreErrors,
+  )
+  const { idempotency, logger, storeErrors } = settings
+  const { root } = options
+  const callOptions = options as IdempotencyMiddlewareOptions<unknown>
 
   return async function idempotencyMiddleware(opts) {
     if (opts.type !== 'mutation') return opts.next()
-    const { ctx, path, meta, next } = opts
+    const { ctx, path, next, signal } = opts
     const input = await opts.getRawInput()
-    const info = { ctx, path, input }
-
-    let key: string | undefined
-    let payload: unknown
+    let request: OperationRequest
     try {
-      if (options.getKey) {
-        key = (await options.getKey(info)) ?? undefined
-        payload = withoutField(input, keyField)
-      } else {
-        const fromInput = splitInputKey(input, keyField)
-        key = agreeOnKey(headerKeyOf(ctx), fromInput.key)
-        payload = fromInput.payload
-      }
+      const made = operationRequest({ ctx, path, input }, opts.meta, callOptions, settings)
+      request = made instanceof Promise ? await made : made
     } catch (error) {
       rethrowTranslated(ctx, error)
-    }
-    // Only keyed calls need a scope; a scope that throws fails the call (no shared fallback).
-    const scope = key === undefined || !options.scope ? undefined : await options.scope(info)
-    const settings = meta?.idempotency
-    const request: OperationRequest = {
-      key,
-      operation: path,
-      scope: callerScope(scope, 'scope({ ctx, path, input })'),
-      payload,
-      required: settings?.required ?? options.required,
-      ttl: settings?.ttl,
-      lockTimeout: settings?.lockTimeout,
-      transactional: options.transactional,
     }
 
     const run = async (): Promise<Ran> => {
@@ -317,20 +273,22 @@ export function createIdempotencyMiddleware<TContext = object>(
       } catch (error) {
         rethrowTranslated(ctx, error)
       }
-      if (attempt.kind === 'bypass') return { result: await runProcedure(next, unkeyedContext) }
+      if (attempt.kind === 'bypass') {
+        return { result: await runProcedure(next, unkeyedContext, settings) }
+      }
       if (attempt.kind === 'replay') {
-        setResponseHeader(ctx, 'Idempotent-Replay', 'true')
+        setResponseHeader(ctx, replayHeader, 'true')
         const { outcome } = attempt
         if (outcome.ok) return { result: replayedResult(replayable(outcome.value)) }
         throw replayError(outcome.error)
       }
       const { lease } = attempt
-      const call = { ctx, path, input, root, storeErrors, signal: opts.signal }
-      return settleLease(lease, () => runProcedure(next, lease), call)
+      const call = { ctx, path, input, root, storeErrors, logger, signal }
+      return settleLease(lease, () => runProcedure(next, lease, settings), call)
     }
 
-    const batch = key === undefined ? undefined : batchRequestOf(ctx)
+    const batch = request.key === undefined ? undefined : batchRequestOf(ctx)
     if (batch === undefined) return (await run()).result
-    return inBatchOrder(batch, JSON.stringify([request.scope, path, key]), run)
+    return inBatchOrder(batch, JSON.stringify([request.scope, path, request.key]), run)
   }
 }

@@ -1,6 +1,7 @@
 import { getTRPCErrorFromUnknown, TRPCError } from '@trpc/server'
 import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
-import type { Lease } from '../../src'
+import type { Lease, Logger } from '../../src'
+import { type FailurePolicy, failurePolicy, recordedFailure } from '../kit'
 import { recordError, type TRPCRootLike } from './errors'
 import { isDataStream, isStreamed, streamsResponse, unstreamedRefusal } from './stream'
 import { recordStream } from './stream-record'
@@ -11,8 +12,17 @@ export interface StreamCallInfo {
   input: unknown
   root: TRPCRootLike | undefined
   storeErrors: (error: TRPCError) => boolean
+  /** Where a `storeErrors` or error formatter that throws is reported: the engine's logger. */
+  logger: Logger
   /** The call's abort signal: a client that hangs up mid-stream releases the key. */
   signal: AbortSignal | undefined
+}
+
+/** The failure policy of one call: its `storeErrors`, and a record keeping the error's shape. */
+export function callFailurePolicy(call: StreamCallInfo): FailurePolicy<TRPCError> {
+  return failurePolicy(call.storeErrors, call.logger, {
+    serializeError: (error) => recordError(error, call),
+  })
 }
 
 type OkResult = Extract<MiddlewareResult<object>, { ok: true }>
@@ -79,8 +89,7 @@ function wrap(output: unknown, lease: Lease, call: StreamCallInfo, settled: () =
   return recordStream(output, {
     signal: call.signal,
     recordFailure(error) {
-      const trpcError = getTRPCErrorFromUnknown(error)
-      return call.storeErrors(trpcError) ? recordError(trpcError, call) : undefined
+      return recordedFailure(callFailurePolicy(call), getTRPCErrorFromUnknown(error))?.errorData
     },
     end(end) {
       // The engine reports store failures itself (onEvent, logger); nobody is waiting here.

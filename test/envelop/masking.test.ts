@@ -57,6 +57,24 @@ describe('useIdempotency and error masking', () => {
     expect(resolvers.rejectOrder).toHaveBeenCalledTimes(5)
   })
 
+  it('releases the key when storeErrors throws, logs it, and answers the result as it was', async () => {
+    const logger = { warn: vi.fn(), error: vi.fn() }
+    const storeErrors = () => {
+      throw new Error('the policy broke')
+    }
+    const { client, resolvers } = await setup({ plugin: { storeErrors, logger } })
+    const first = await client.post(rejecting('no'), { 'idempotency-key': 'thrown-1' })
+    const second = await client.post(rejecting('no'), { 'idempotency-key': 'thrown-1' })
+    expect(resolvers.rejectOrder).toHaveBeenCalledTimes(2)
+    expect(second.headers.get('idempotent-replay')).toBeNull()
+    expect(second.text).toBe(first.text)
+    expect(first.json.errors[0].message).toBe('Order rejected: no')
+    expect(logger.error).toHaveBeenCalledWith(
+      'storeErrors threw; the key is released',
+      expect.objectContaining({ message: 'the policy broke' }),
+    )
+  })
+
   it('replays an expected error with its own HTTP status', async () => {
     const { client, resolvers } = await setup()
     const first = await client.post(rejecting('gone', 404), { 'idempotency-key': 'r-404' })

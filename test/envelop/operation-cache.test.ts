@@ -1,6 +1,6 @@
 import { getOperationAST, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
-import { analyzeMutation, fingerprintPayload } from '../../adapters/envelop/operation'
+import { analyzeMutation, fingerprintPayload } from '../../adapters/graphql/operation'
 import { fingerprint } from '../../src'
 import { createFixture, fetchClient } from './fixtures'
 

@@ -69,6 +69,28 @@ describe('options of the plain-HTTP adapters', () => {
     expect(runs).toHaveBeenCalledTimes(1)
   })
 
+  it("releases the key when storeStatus throws, and logs it through the engine's logger", async () => {
+    const logger = { warn: vi.fn(), error: vi.fn() }
+    // The engine's logger, as the engine exposes it to adapters.
+    const idempotency = Object.assign(createIdempotency({ store: createMemoryStore(), logger }), {
+      logger,
+    })
+    const runs = vi.fn(async () => new Response('ok', { status: 201 }))
+    const storeStatus = () => {
+      throw new Error('the policy broke')
+    }
+    const handler = withIdempotency(runs, { idempotency, storeStatus })
+    const first = await handler(request('/pay', { key: 'k-t' }))
+    const retry = await handler(request('/pay', { key: 'k-t' }))
+    expect([first.status, retry.status]).toEqual([201, 201])
+    expect(retry.headers.get('idempotent-replay')).toBeNull()
+    expect(runs).toHaveBeenCalledTimes(2)
+    expect(logger.error).toHaveBeenCalledWith(
+      'storeStatus threw; the key is released',
+      expect.objectContaining({ message: 'the policy broke' }),
+    )
+  })
+
   it('hands the lease to the handler: idempotencyContext and c.get (deriveKey differs per key)', async () => {
     const derived: string[] = []
     const fetchHandler = withIdempotency(

@@ -196,6 +196,8 @@ export type AppRouter = App['router']
 /** What the client saw of one HTTP response. */
 export interface SeenResponse {
   key: string | null
+  /** The call's `call` context (sent as `x-call`), which tells concurrent calls' responses apart. */
+  call: string | null
   status: number
   replay: string | null
   retryAfter: string | null
@@ -204,10 +206,11 @@ export interface SeenResponse {
 export type Transport = 'fetch' | 'standalone' | 'express' | 'fastify' | 'next'
 export type LinkKind = 'http' | 'batch' | 'batch-stream'
 
-/** Per-call client options: the key and the caller go out as request headers. */
+/** Per-call client options: the key, the caller and a call id go out as request headers. */
 export interface CallContext {
   key?: string
   user?: string
+  call?: string
   [name: string]: unknown
 }
 
@@ -215,6 +218,7 @@ function headersFor(context: CallContext | undefined): Record<string, string> {
   const headers: Record<string, string> = {}
   if (context?.key !== undefined) headers['idempotency-key'] = context.key
   if (context?.user !== undefined) headers['x-user'] = context.user
+  if (context?.call !== undefined) headers['x-call'] = context.call
   return headers
 }
 
@@ -248,8 +252,10 @@ export async function serve(app: App, transport: Transport, link: LinkKind = 'ht
   }
   const recordingFetch: typeof fetch = async (input, init) => {
     const response = await baseFetch(input, init)
+    const headers = new Headers(init?.headers)
     responses.push({
-      key: new Headers(init?.headers).get('idempotency-key'),
+      key: headers.get('idempotency-key'),
+      call: headers.get('x-call'),
       status: response.status,
       replay: response.headers.get('idempotent-replay'),
       retryAfter: response.headers.get('retry-after'),

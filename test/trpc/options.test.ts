@@ -198,6 +198,39 @@ describe('middleware options', () => {
     expect(retry).toEqual(first)
     expect(app.spies.reject).toHaveBeenCalledTimes(1)
   })
+
+  it("releases the key when storeErrors throws, logs it through the engine's logger, and the caller gets the procedure's own error", async () => {
+    const logger = { warn: vi.fn(), error: vi.fn() }
+    // The engine's logger, as the engine exposes it to adapters.
+    const idempotency = Object.assign(createIdempotency({ store: createMemoryStore(), logger }), {
+      logger,
+    })
+    const t = initTRPC.create()
+    const reject = vi.fn((): never => {
+      throw new TRPCError({ code: 'BAD_REQUEST', message: 'no orders for pen' })
+    })
+    const storeErrors = () => {
+      throw new Error('the policy broke')
+    }
+    const router = t.router({
+      reject: t.procedure
+        .use(createIdempotencyMiddleware({ idempotency, storeErrors }))
+        .input(keyOnly)
+        .mutation(reject),
+    })
+    const caller = t.createCallerFactory(router)({})
+    for (let call = 0; call < 2; call++) {
+      await expect(caller.reject({ idempotencyKey: 'o-9' })).rejects.toMatchObject({
+        code: 'BAD_REQUEST',
+        message: 'no orders for pen',
+      })
+    }
+    expect(reject).toHaveBeenCalledTimes(2)
+    expect(logger.error).toHaveBeenCalledWith(
+      'storeErrors threw; the key is released',
+      expect.objectContaining({ message: 'the policy broke' }),
+    )
+  })
 })
 
 describe('createIdempotencyPlugin', () => {

@@ -1,5 +1,6 @@
 import { type ExecutionResult, GraphQLError, Source, type SourceLocation } from 'graphql'
 import type { IdempotencyError } from '../../src'
+import { isDeterministicStatus } from '../kit'
 
 /** The `extensions.code` prefix of the plugin's own errors: `IDEMPOTENCY_KEY_REQUIRED`, … */
 const codePrefix = 'IDEMPOTENCY_'
@@ -39,6 +40,37 @@ export function isOriginalGraphQLError(error: unknown): boolean {
   if (!(error instanceof Error) || error.name !== 'GraphQLError') return false
   const { originalError } = error as { originalError?: unknown }
   return originalError == null ? true : isOriginalGraphQLError(originalError)
+}
+
+/**
+ * The default for `storeErrors`: an error is deterministic, and recorded, when it is a
+ * GraphQLError thrown on purpose (not one wrapping an unexpected exception, not marked
+ * `unexpected` by a masker) whose `extensions.http.status`, if it has a failure status, is one
+ * for which {@link isDeterministicStatus} holds (not a 5xx, 408, 409 or 429: those say "try
+ * again"). Anything else releases the key.
+ */
+export function defaultStoreGraphQLErrors(error: GraphQLError): boolean {
+  if (!isOriginalGraphQLError(error)) return false
+  const extensions = (error.extensions ?? {}) as {
+    unexpected?: unknown | undefined
+    http?: { status?: unknown } | undefined
+  }
+  if (extensions.unexpected === true) return false
+  const status = extensions.http?.status
+  return typeof status !== 'number' || status < 400 || isDeterministicStatus(status)
+}
+
+/**
+ * Refuses keyed `@defer`/`@stream` mutations: the client gets an incremental stream, not one
+ * result, and a replay could not be delivered the same way.
+ */
+export function incrementalRefusal(transactional: boolean): GraphQLError {
+  return new GraphQLError(
+    transactional
+      ? 'A mutation run in a database transaction cannot use @defer or @stream (the transaction would stay open across the stream): remove them.'
+      : 'A mutation sent with an Idempotency-Key cannot use @defer or @stream: remove them, or send it without a key.',
+    { extensions: { code: 'IDEMPOTENCY_INCREMENTAL_DELIVERY_UNSUPPORTED', http: { status: 400 } } },
+  )
 }
 
 /** An error of a recorded result: its JSON form plus what Yoga needs to pick the status. */

@@ -1,0 +1,43 @@
+/**
+ * What a GraphQL adapter shares whatever its host (the Envelop plugin; an Apollo Server plugin
+ * next), on top of the kit. A host only wires its hooks:
+ *
+ *     const settings = resolveGraphQLOptions(options, 'myPlugin')
+ *     on each schema            prepareSchema(settings, schema)
+ *     before executing          claim = await claimMutation(settings, { schema, document,
+ *                                 operation, operationName, variables, context, headers,
+ *                                 extensions })
+ *       'run'                   add claim.fields (if any) to the context; execute as usual
+ *       'answer'                answer claim.result without executing (a refusal carries its
+ *                                 status in extensions.http); if claim.replayed, with
+ *                                 Idempotent-Replay: true
+ *       'execute'               add execution.fields to the context; execute
+ *     on the executor's result  execution.judge(result): its errors before any masking
+ *     on the result the client  replacement = await execution.finish(result): records it, or
+ *     gets                        releases the key; answer the replacement if there is one
+ *     at the request's end      execution.finish(undefined): releases a key nothing settled
+ *
+ * Apollo Server: `responseForOperation` claims (and answers a replay or a refusal);
+ * `willSendResponse` judges the request's own `errors` (before `formatError`), then finishes
+ * with the response the client gets (after it).
+ */
+export { type Claim, claimMutation, type MutationCall } from './claim'
+export { isAsyncIterable, MutationExecution, prepareSchema } from './execution'
+export {
+  type DefaultContext,
+  type GraphQLIdempotencyOptions,
+  type GraphQLSettings,
+  type KeyLookup,
+  resolveGraphQLOptions,
+} from './options'
+export {
+  defaultStoreGraphQLErrors,
+  errorResult,
+  isOriginalGraphQLError,
+  toGraphQLError,
+} from './result'
+export {
+  type IdempotencyFieldOptions,
+  idempotentDirectiveName,
+  idempotentDirectiveTypeDefs,
+} from './schema-options'
