@@ -1,25 +1,27 @@
 export { type Codec, defaultCodec } from './codec'
 export { type Duration, toMilliseconds } from './duration'
 export {
-  type Attempt,
   assertTransactionalStore,
   createIdempotency,
   defaultLogger,
   defaultStoreErrors,
-  type ExecuteRequest,
-  type ExecuteResult,
-  type HandlerContext,
-  type Idempotency,
-  type IdempotencyEvent,
-  type IdempotencyEventType,
   type IdempotencyOptions,
-  type Lease,
-  type Logger,
-  type OperationRequest,
-  type Outcome,
   ReplayedError,
   unkeyedContext,
 } from './engine'
+export type {
+  Attempt,
+  ExecuteRequest,
+  ExecuteResult,
+  HandlerContext,
+  Idempotency,
+  IdempotencyEvent,
+  IdempotencyEventType,
+  Lease,
+  Logger,
+  OperationRequest,
+  Outcome,
+} from './engine/types'
 export {
   IdempotencyError,
   type IdempotencyErrorCode,
