@@ -1,8 +1,9 @@
 import { randomFillSync } from 'node:crypto'
-import { type Codec, defaultCodec, encodeReadably, notPlainOk, plainOkValue } from './codec'
-import { type Duration, toMilliseconds } from './duration'
+import { defaultCodec, encodeReadably, notPlainOk, plainOkValue } from './codec'
+import { toMilliseconds } from './duration'
 import { BackgroundWork, type CompletionResult } from './engine/background'
-import { answeredByDatabase, bounded, boundOf } from './engine/bounded'
+import { answeredByDatabase, bounded } from './engine/bounded'
+import { assertTransactionalStore, type IdempotencyOptions, resolveOptions } from './engine/options'
 import type {
   Attempt,
   ExecuteRequest,
@@ -12,7 +13,6 @@ import type {
   IdempotencyEvent,
   IdempotencyEventType,
   Lease,
-  Logger,
   OperationRequest,
   Outcome,
 } from './engine/types'
@@ -27,135 +27,15 @@ import {
 import { fingerprint as fingerprintOf } from './fingerprint'
 import { hashParts } from './hash'
 import { validateKey } from './key'
-import { ReplayCache, type ReplayCacheOptions, type ReplayCopy } from './replay-cache'
+import type { ReplayCopy } from './replay-cache'
 import type {
   ClaimInput,
   ClaimResult,
   IdempotencyRecord,
-  IdempotencyStore,
   StoreTransaction,
   TransactionClaimResult,
 } from './store'
 import { type HeldTransaction, holdTransaction, TransactionEndedError } from './transaction'
-
-const logPrefix = '[idempotent-mutations]'
-
-/** Writes warnings and errors to the console under a fixed prefix. */
-export const defaultLogger: Logger = {
-  warn: (message, ...details) => console.warn(`${logPrefix} ${message}`, ...details),
-  error: (message, ...details) => console.error(`${logPrefix} ${message}`, ...details),
-}
-
-/**
- * The engine's default failure policy: an error that carries an HTTP-like `status` (or
- * `statusCode`) in 4xx, other than 408, 409 and 429, is deterministic and recorded; anything
- * else releases the key so a retry can run again.
- */
-export function defaultStoreErrors(error: unknown): boolean {
-  if (error === null || typeof error !== 'object') return false
-  const { status, statusCode } = error as { status?: unknown; statusCode?: unknown }
-  const code = typeof status === 'number' ? status : statusCode
-  return typeof code === 'number' && code >= 400 && code < 500 && ![408, 409, 429].includes(code)
-}
-
-export interface IdempotencyOptions<TTransaction = unknown> {
-  /** Where records live: `createMemoryStore()`, `createDrizzleStore(db)`, or your own. */
-  store: IdempotencyStore<TTransaction>
-  /** How long a completed record is replayed. @default '24h' */
-  ttl?: Duration | undefined
-  /** How long an executor holds its lease before the key may be taken over. @default '60s' */
-  lockTimeout?: Duration | undefined
-  /** Reject keyed mutations that arrive without a key (`KEY_REQUIRED`). @default false */
-  required?: boolean | undefined
-  /** What a duplicate of an in-flight operation gets: `'reject'` (409) or `'wait'`. @default 'reject' */
-  concurrency?: 'reject' | 'wait' | undefined
-  /** With `concurrency: 'wait'`, how long to wait for the in-flight one before 409. @default '10s' */
-  waitTimeout?: Duration | undefined
-  /** The `Retry-After` given with 409, capped at the time left on the lease. @default '1s' */
-  retryAfter?: Duration | undefined
-  /** What a claim does when the store is unreachable. @default 'fail-closed' */
-  onStoreError?: 'fail-closed' | 'fail-open' | undefined
-  /** Which thrown errors are recorded and replayed (true) instead of releasing the key. @default defaultStoreErrors */
-  storeErrors?: ((error: unknown) => boolean) | undefined
-  /** A larger encoded response is not stored; its retries get `RESPONSE_NOT_STORED`. @default 1048576 */
-  maxResponseBytes?: number | undefined
-  /** How outcomes become text and back. @default defaultCodec (superjson) */
-  codec?: Codec | undefined
-  /**
-   * The clock for deadlines and events, in epoch ms. Stores with a server use its clock; the
-   * memory store follows this one unless given its own, and a memory store that already follows
-   * another engine's clock (another function, `Date.now` included) is refused with a TypeError.
-   * @default Date.now
-   */
-  now?: (() => number) | undefined
-  /** Called for each thing that happens to a keyed operation; errors it throws are logged, not raised. @default undefined */
-  onEvent?: ((event: IdempotencyEvent) => void) | undefined
-  /** Where diagnostics go. @default defaultLogger (console, prefixed) */
-  logger?: Logger | undefined
-  /** Run `store.sweep()` on this interval (unref'd timer); `false` to never. @default false */
-  sweepInterval?: Duration | false | undefined
-  /**
-   * How long a claim may wait for the store before it counts as unavailable (`onStoreError`
-   * decides what then happens: 503 or running unprotected). Bounds the wait when a database
-   * driver queues queries through an outage. A claim that still lands later leaves a lease no one
-   * holds: retries get 409 until `lockTimeout` passes, then take the key over. In transactional
-   * mode it bounds opening the transaction, and the claim statement gets it on top of its own
-   * lock wait (`rejectAfter`, or `waitTimeout`). `false`: wait as long as the store takes.
-   * @default '2s'
-   */
-  claimTimeout?: Duration | false | undefined
-  /**
-   * How long the first caller waits for its outcome to be recorded, and the bound of each attempt
-   * to record it. When it passes, the caller gets its value anyway and the completion goes on in
-   * the background, with a growing pause (at most 5 s), for as long as the lease lasts: retries
-   * of the key get 409 meanwhile, and an outage shorter than the lease leaves no duplicate.
-   * `false`: wait for every attempt as long as the store takes.
-   * @default '1s'
-   */
-  completeTimeout?: Duration | false | undefined
-  /**
-   * How long releasing a key (after an unexpected error) may take. When it passes, the caller
-   * gets its error, `store-error` (stage `release`) is reported, and the key stays in progress
-   * until its lease ends (a release that lands later frees it then). `false`: no bound.
-   * @default '1s'
-   */
-  releaseTimeout?: Duration | false | undefined
-  /**
-   * Transactional mode: how long recording the outcome and the COMMIT may take. When it passes
-   * before the COMMIT was sent, the transaction is rolled back and the caller gets 503
-   * `STORE_UNAVAILABLE`; after, the outcome is unknown and the caller gets 503
-   * `OUTCOME_UNKNOWN` (a retry with the same key learns it). `false`: no bound.
-   * @default '3s'
-   */
-  commitTimeout?: Duration | false | undefined
-  /**
-   * Run every keyed operation in one database transaction with its record: claim, the
-   * handler's writes (through `context.tx`) and the recorded outcome commit or roll back
-   * together. Needs a store with `transaction()` (the Drizzle store); any other store is refused
-   * here with a TypeError. A request's own `transactional` overrides it.
-   * @default false
-   */
-  transactional?: boolean | undefined
-  /**
-   * Transactional mode with `concurrency: 'reject'`: how long a duplicate waits for the first
-   * transaction (whose uncommitted record it cannot see) before it answers 409. A first
-   * transaction that ends within it is replayed instead. `concurrency: 'wait'` waits up to
-   * `waitTimeout` instead.
-   * @default '100ms'
-   */
-  rejectAfter?: Duration | undefined
-  /**
-   * Keep copies of the completed records this process wrote or read, and answer later retries
-   * of them (replay, or 422 for another payload) without a store round trip. A completed record
-   * cannot change before it expires, and a copy never outlives its record (the time it has left
-   * is what the store's clock said, counted on the engine's from before the store was asked)
-   * nor `maxAge`. Not used in front of a store whose records
-   * already live in this process (`inProcess`, the memory store). `false` turns it off: every
-   * retry then reads the store.
-   * @default { maxEntries: 1000, maxCharacters: 8388608, maxAge: '1m' }
-   */
-  replayCache?: ReplayCacheOptions | false | undefined
-}
 
 /** What `execute` throws when it replays a recorded error that has no adapter-specific form. */
 export class ReplayedError extends Error {
@@ -224,57 +104,15 @@ function newClaimInput(
   return { scope, key, fingerprint, leaseToken: newLeaseToken(), lockTimeoutMs, ttlMs }
 }
 
-/** Throws unless `store` can run transactional mode. */
-export function assertTransactionalStore(store: IdempotencyStore<unknown>, where: string): void {
-  if (typeof store.transaction !== 'function') {
-    throw new TypeError(
-      `idempotent-mutations: ${where} asks for transactional mode, which needs a store that keeps records in your database transaction (createDrizzleStore); this store has no transaction()`,
-    )
-  }
-}
-
 export function createIdempotency<TTransaction = unknown>(
   options: IdempotencyOptions<TTransaction>,
 ): Idempotency<TTransaction> {
-  const { store } = options
-  if (!store || typeof store.claim !== 'function') {
-    throw new TypeError('idempotent-mutations: createIdempotency needs a `store`')
-  }
-  if (options.now !== undefined && typeof options.now !== 'function') {
-    throw new TypeError(
-      'idempotent-mutations: createIdempotency `now` must be a function returning epoch milliseconds',
-    )
-  }
-  const transactional = options.transactional ?? false
-  if (transactional) assertTransactionalStore(store, 'createIdempotency({ transactional: true })')
-  const defaults = {
-    ttl: toMilliseconds(options.ttl ?? '24h', 'ttl'),
-    lockTimeout: toMilliseconds(options.lockTimeout ?? '60s', 'lockTimeout'),
-    waitTimeout: toMilliseconds(options.waitTimeout ?? '10s', 'waitTimeout'),
-    retryAfter: toMilliseconds(options.retryAfter ?? '1s', 'retryAfter'),
-    required: options.required ?? false,
-    concurrency: options.concurrency ?? 'reject',
-    rejectAfter: toMilliseconds(options.rejectAfter ?? '100ms', 'rejectAfter'),
-  }
-  const maxResponseBytes = options.maxResponseBytes ?? 1024 * 1024
-  const onStoreError = options.onStoreError ?? 'fail-closed'
-  const bound = (name: keyof IdempotencyOptions, fallback: Duration) => {
-    const value = options[name] as Duration | false | undefined
-    return boundOf(value === false ? false : toMilliseconds(value ?? fallback, name))
-  }
-  const claimTimeout = bound('claimTimeout', '2s')
-  const completeTimeout = bound('completeTimeout', '1s')
-  const releaseTimeout = bound('releaseTimeout', '1s')
-  const commitTimeout = bound('commitTimeout', '3s')
+  const resolved = resolveOptions(options)
+  const { store, transactional, maxResponseBytes, onStoreError, codec, now, logger } = resolved
+  const { claimTimeout, completeTimeout, releaseTimeout, commitTimeout, replayCache } = resolved
+  const defaults = resolved
+  const engineStoreErrors = resolved.storeErrors
   const background = new BackgroundWork()
-  const engineStoreErrors = options.storeErrors ?? defaultStoreErrors
-  const codec = options.codec ?? defaultCodec
-  const now = options.now ?? Date.now
-  const logger = options.logger ?? defaultLogger
-  // Built (so its options are checked) even in front of a store in this process, then not used.
-  const configuredReplayCache =
-    options.replayCache === false ? undefined : new ReplayCache(options.replayCache ?? {})
-  const replayCache = store.inProcess === true ? undefined : configuredReplayCache
 
   type EventBase = Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'>
   type EventDetails = Omit<IdempotencyEvent, 'type' | 'operation' | 'scope' | 'key'>
@@ -967,10 +805,7 @@ export function createIdempotency<TTransaction = unknown>(
     return { value, replayed: false }
   }
 
-  const sweepEvery =
-    options.sweepInterval === undefined || options.sweepInterval === false
-      ? undefined
-      : toMilliseconds(options.sweepInterval, 'sweepInterval')
+  const sweepEvery = resolved.sweepInterval
   // A store without a clock of its own (the memory store) follows the engine's, Date.now
   // included; last, so that an engine refused for a bad option leaves the store untouched.
   store.useClock?.(now)

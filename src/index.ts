@@ -1,14 +1,13 @@
 export { type Codec, defaultCodec } from './codec'
 export { type Duration, toMilliseconds } from './duration'
+export { createIdempotency, ReplayedError, unkeyedContext } from './engine'
 export {
   assertTransactionalStore,
-  createIdempotency,
+  defaultIdempotencyOptions,
   defaultLogger,
   defaultStoreErrors,
   type IdempotencyOptions,
-  ReplayedError,
-  unkeyedContext,
-} from './engine'
+} from './engine/options'
 export type {
   Attempt,
   ExecuteRequest,
