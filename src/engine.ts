@@ -1,16 +1,26 @@
 import { randomFillSync } from 'node:crypto'
-import { defaultCodec, encodeReadably, notPlainOk, plainOkValue } from './codec'
 import { toMilliseconds } from './duration'
-import { BackgroundWork, type CompletionResult } from './engine/background'
+import type { CompletionResult } from './engine/background'
 import { answeredByDatabase, bounded } from './engine/bounded'
-import { assertTransactionalStore, type IdempotencyOptions, resolveOptions } from './engine/options'
+import {
+  createEngineContext,
+  type EventBase,
+  type EventDetails,
+  emit as emitEvent,
+} from './engine/context'
+import { assertTransactionalStore, type IdempotencyOptions } from './engine/options'
+import {
+  decodeOutcome,
+  defaultDeserializeError,
+  defaultSerializeError,
+  encodeOutcome,
+} from './engine/outcome'
 import type {
   Attempt,
   ExecuteRequest,
   ExecuteResult,
   HandlerContext,
   Idempotency,
-  IdempotencyEvent,
   IdempotencyEventType,
   Lease,
   OperationRequest,
@@ -36,28 +46,6 @@ import type {
   TransactionClaimResult,
 } from './store'
 import { type HeldTransaction, holdTransaction, TransactionEndedError } from './transaction'
-
-/** What `execute` throws when it replays a recorded error that has no adapter-specific form. */
-export class ReplayedError extends Error {
-  override name = 'ReplayedError'
-  readonly code: unknown
-  readonly status: unknown
-  constructor(data: { name?: unknown; message?: unknown; code?: unknown; status?: unknown }) {
-    super(typeof data.message === 'string' ? data.message : 'Recorded error')
-    if (typeof data.name === 'string') this.name = data.name
-    this.code = data.code
-    this.status = data.status
-  }
-}
-
-function defaultSerializeError(error: unknown): unknown {
-  const e = (error ?? {}) as { name?: unknown; message?: unknown; code?: unknown; status?: unknown }
-  return { name: e.name, message: e.message, code: e.code, status: e.status }
-}
-
-function defaultDeserializeError(data: unknown): unknown {
-  return new ReplayedError((data ?? {}) as Record<string, unknown>)
-}
 
 const settledTwice = () =>
   Promise.reject(new Error('idempotent-mutations: a lease is completed or released once'))
@@ -107,24 +95,13 @@ function newClaimInput(
 export function createIdempotency<TTransaction = unknown>(
   options: IdempotencyOptions<TTransaction>,
 ): Idempotency<TTransaction> {
-  const resolved = resolveOptions(options)
-  const { store, transactional, maxResponseBytes, onStoreError, codec, now, logger } = resolved
-  const { claimTimeout, completeTimeout, releaseTimeout, commitTimeout, replayCache } = resolved
-  const defaults = resolved
-  const engineStoreErrors = resolved.storeErrors
-  const background = new BackgroundWork()
-
-  type EventBase = Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'>
-  type EventDetails = Omit<IdempotencyEvent, 'type' | 'operation' | 'scope' | 'key'>
-  // The event object is built only when someone listens: emit sits on every keyed call's path.
-  const emit = (base: EventBase, type: IdempotencyEventType, details?: EventDetails) => {
-    if (!options.onEvent) return
-    try {
-      options.onEvent({ ...base, type, ...details })
-    } catch (error) {
-      logger.error('onEvent threw', error)
-    }
-  }
+  const context = createEngineContext(options)
+  const { store, transactional, onStoreError, now, logger, background } = context
+  const { claimTimeout, completeTimeout, releaseTimeout, commitTimeout, replayCache } = context
+  const defaults = context
+  const engineStoreErrors = context.storeErrors
+  const emit = (base: EventBase, type: IdempotencyEventType, details?: EventDetails) =>
+    emitEvent(context, base, type, details)
 
   /**
    * A refused claim whose record is not in progress, or not ours to wait for: 422 for another
@@ -142,42 +119,11 @@ export function createIdempotency<TTransaction = unknown>(
     }
     if (record.status === 'completed') {
       if (record.response === null) throw new ResponseNotStoredError()
-      const outcome = decodeOutcome(record.response, base)
+      const outcome = decodeOutcome(context, record.response, base)
       emit(base, 'replayed')
       return { kind: 'replay', outcome }
     }
     return undefined
-  }
-
-  /**
-   * A recorded outcome, as the codec wrote it. A record that does not decode (written by an older
-   * version, or by a codec that cannot read its own text) answers as not stored: the operation
-   * ran, and a retry must hear that, not a 500 nor a second execution.
-   */
-  function decodeOutcome(text: string, base: EventBase): Outcome {
-    if (codec === defaultCodec) {
-      const value = plainOkValue(text)
-      if (value !== notPlainOk) return { ok: true, value }
-    }
-    let outcome: Outcome
-    try {
-      outcome = codec.decode(text) as Outcome
-    } catch (error) {
-      return unreadable(base, error)
-    }
-    if (outcome === null || typeof outcome !== 'object' || typeof outcome.ok !== 'boolean') {
-      return unreadable(base, new TypeError('the record does not hold an outcome'))
-    }
-    return outcome
-  }
-
-  function unreadable(base: EventBase, error: unknown): never {
-    emit(base, 'not-stored', { error })
-    logger.error(
-      `the record of operation ${base.operation} cannot be read back; its retries get RESPONSE_NOT_STORED`,
-      error,
-    )
-    throw new ResponseNotStoredError({ cause: error })
   }
 
   /** A claim the store could not answer: 503, or (fail-open) running without a record. */
@@ -522,7 +468,7 @@ export function createIdempotency<TTransaction = unknown>(
 
     /** Ends the handler's savepoint (keeping or dropping its writes), records, commits. */
     async function finish(keepWrites: boolean, outcome: Outcome): Promise<void> {
-      const response = encodeOutcome(outcome, base)
+      const response = encodeOutcome(context, outcome, base)
       let ok = false
       const committing = { sent: false }
       const recordAndCommit = async () => {
@@ -558,7 +504,7 @@ export function createIdempotency<TTransaction = unknown>(
       if (ok) {
         replayCache?.add(record.scope, record.key, record.fingerprint, response, openedBefore, ttl)
       }
-      if (options.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
+      if (context.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
     }
 
     return {
@@ -583,27 +529,6 @@ export function createIdempotency<TTransaction = unknown>(
         emit(base, 'released')
       },
     }
-  }
-
-  /** The outcome as stored text, or null when it cannot be stored (too large, not serializable). */
-  function encodeOutcome(outcome: Outcome, base: EventBase): string | null {
-    let response: string | null
-    try {
-      response = encodeReadably(codec, outcome)
-    } catch (error) {
-      emit(base, 'not-stored', { error })
-      logger.warn(
-        `the response of operation ${base.operation} is not serializable (it would not read back as it was); its retries get RESPONSE_NOT_STORED`,
-        error,
-      )
-      return null
-    }
-    // A UTF-16 code unit is at most 3 UTF-8 bytes: most responses need no byte count at all.
-    if (response.length * 3 > maxResponseBytes && Buffer.byteLength(response) > maxResponseBytes) {
-      emit(base, 'not-stored', { error: new Error('response exceeds maxResponseBytes') })
-      return null
-    }
-    return response
   }
 
   /**
@@ -667,7 +592,7 @@ export function createIdempotency<TTransaction = unknown>(
      */
     async #record(outcome: Outcome): Promise<void> {
       const base = this.#base
-      const response = encodeOutcome(outcome, base)
+      const response = encodeOutcome(context, outcome, base)
       // Before the store reads its clock for `expires_at`: a copy from here ends no later.
       const sentAt = replayCache ? now() : 0
       const input = {
@@ -701,7 +626,7 @@ export function createIdempotency<TTransaction = unknown>(
         background.track(completion.then((late) => this.#report(late, response, sentAt, true)))
       }
       if (result) this.#report(result, response, sentAt, false)
-      if (options.onEvent) emit(base, 'executed', { durationMs: now() - this.#startedAt })
+      if (context.onEvent) emit(base, 'executed', { durationMs: now() - this.#startedAt })
     }
 
     #report(result: CompletionResult, response: string | null, sentAt: number, late: boolean) {
@@ -805,7 +730,7 @@ export function createIdempotency<TTransaction = unknown>(
     return { value, replayed: false }
   }
 
-  const sweepEvery = resolved.sweepInterval
+  const sweepEvery = context.sweepInterval
   // A store without a clock of its own (the memory store) follows the engine's, Date.now
   // included; last, so that an engine refused for a bad option leaves the store untouched.
   store.useClock?.(now)

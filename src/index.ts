@@ -1,6 +1,6 @@
 export { type Codec, defaultCodec } from './codec'
 export { type Duration, toMilliseconds } from './duration'
-export { createIdempotency, ReplayedError, unkeyedContext } from './engine'
+export { createIdempotency, unkeyedContext } from './engine'
 export {
   assertTransactionalStore,
   defaultIdempotencyOptions,
@@ -8,6 +8,7 @@ export {
   defaultStoreErrors,
   type IdempotencyOptions,
 } from './engine/options'
+export { ReplayedError } from './engine/outcome'
 export type {
   Attempt,
   ExecuteRequest,
