@@ -1,6 +1,5 @@
 import { randomFillSync } from 'node:crypto'
 import { toMilliseconds } from './duration'
-import type { CompletionResult } from './engine/background'
 import { answeredByDatabase, bounded } from './engine/bounded'
 import {
   createEngineContext,
@@ -8,6 +7,7 @@ import {
   type EventDetails,
   emit as emitEvent,
 } from './engine/context'
+import { StoreLease, unkeyedContext } from './engine/lease'
 import { assertTransactionalStore, type IdempotencyOptions } from './engine/options'
 import {
   decodeOutcome,
@@ -47,8 +47,6 @@ import type {
 } from './store'
 import { type HeldTransaction, holdTransaction, TransactionEndedError } from './transaction'
 
-const settledTwice = () =>
-  Promise.reject(new Error('idempotent-mutations: a lease is completed or released once'))
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 // A claim the database refused for a concurrent change runs again in a new transaction, a few
 // times: the change it collided with has committed by then.
@@ -97,7 +95,7 @@ export function createIdempotency<TTransaction = unknown>(
 ): Idempotency<TTransaction> {
   const context = createEngineContext(options)
   const { store, transactional, onStoreError, now, logger, background } = context
-  const { claimTimeout, completeTimeout, releaseTimeout, commitTimeout, replayCache } = context
+  const { claimTimeout, commitTimeout, replayCache } = context
   const defaults = context
   const engineStoreErrors = context.storeErrors
   const emit = (base: EventBase, type: IdempotencyEventType, details?: EventDetails) =>
@@ -246,7 +244,15 @@ export function createIdempotency<TTransaction = unknown>(
         if (result.takeover) emit(base, 'takeover')
         return {
           kind: 'execute',
-          lease: new StoreLease(result.record, result.takeover, ttl, lockTimeout, base, now()),
+          lease: new StoreLease(
+            context,
+            result.record,
+            result.takeover,
+            ttl,
+            lockTimeout,
+            base,
+            now(),
+          ),
         }
       }
       const { record } = result
@@ -531,165 +537,6 @@ export function createIdempotency<TTransaction = unknown>(
     }
   }
 
-  /**
-   * The lease of a keyed operation outside transactional mode. One class per engine, so its
-   * settling methods live on the prototype: a keyed call allocates one object for its lease,
-   * not a closure per method (the lease is on every first execution's path).
-   */
-  class StoreLease implements Lease<TTransaction> {
-    readonly takeover: boolean
-    readonly deriveKey: (name: string) => string
-    readonly #scope: string
-    readonly #key: string
-    readonly #leaseToken: string
-    readonly #fingerprint: string
-    readonly #ttl: number
-    readonly #lockTimeout: number
-    readonly #base: EventBase
-    readonly #startedAt: number
-    #settled = false
-
-    constructor(
-      record: IdempotencyRecord,
-      takeover: boolean,
-      ttl: number,
-      lockTimeout: number,
-      base: EventBase,
-      startedAt: number,
-    ) {
-      const { scope, key } = record
-      this.takeover = takeover
-      // An own property, not a method: adapters hand `deriveKey` on detached from the lease,
-      // and a handler may spread its context.
-      this.deriveKey = (name: string) => hashParts('idempotent-mutations/v1', scope, key, name)
-      this.#scope = scope
-      this.#key = key
-      this.#leaseToken = record.leaseToken
-      this.#fingerprint = record.fingerprint
-      this.#ttl = ttl
-      this.#lockTimeout = lockTimeout
-      this.#base = base
-      this.#startedAt = startedAt
-    }
-
-    async #completedUnderThisLease(): Promise<boolean> {
-      try {
-        const current = await bounded(
-          store.get(this.#scope, this.#key),
-          completeTimeout,
-          'complete',
-        )
-        return current?.status === 'completed' && current.leaseToken === this.#leaseToken
-      } catch {
-        return false
-      }
-    }
-
-    /**
-     * Encodes and writes the outcome, then reports it. A store that fails is tried again for as
-     * long as the lease lasts (./engine/background.ts); the caller waits for that at most
-     * `completeTimeout`, and the rest goes on in the background.
-     */
-    async #record(outcome: Outcome): Promise<void> {
-      const base = this.#base
-      const response = encodeOutcome(context, outcome, base)
-      // Before the store reads its clock for `expires_at`: a copy from here ends no later.
-      const sentAt = replayCache ? now() : 0
-      const input = {
-        scope: this.#scope,
-        key: this.#key,
-        leaseToken: this.#leaseToken,
-        response,
-        ttlMs: this.#ttl,
-      }
-      const completion = background.retry({
-        // `false` may also mean that an earlier attempt, or a copy of this one the client sent
-        // again after a reconnect (ioredis does), did commit and only its answer was lost: the
-        // record then stands completed under this lease, which is no loss. One read, on this
-        // rare path only.
-        attempt: async () =>
-          (await bounded(store.complete(input), completeTimeout, 'complete')) ||
-          (await this.#completedUnderThisLease()),
-        leaseEndsAt: this.#startedAt + this.#lockTimeout,
-        now,
-      })
-      let result: CompletionResult | undefined
-      try {
-        result = await bounded(completion, completeTimeout, 'complete')
-      } catch (error) {
-        // Still trying: the caller gets its value now, and the record stays in progress (409 to
-        // retries) until the completion lands or the lease ends.
-        emit(base, 'completion-deferred', { stage: 'complete', error })
-        logger.warn(
-          `the outcome of operation ${base.operation} is not recorded yet; still trying until its lease ends`,
-        )
-        background.track(completion.then((late) => this.#report(late, response, sentAt, true)))
-      }
-      if (result) this.#report(result, response, sentAt, false)
-      if (context.onEvent) emit(base, 'executed', { durationMs: now() - this.#startedAt })
-    }
-
-    #report(result: CompletionResult, response: string | null, sentAt: number, late: boolean) {
-      const base = this.#base
-      if (result.kind === 'recorded') {
-        replayCache?.add(this.#scope, this.#key, this.#fingerprint, response, sentAt, this.#ttl)
-        if (late) emit(base, 'completed-late')
-      } else if (result.kind === 'lost-lease') {
-        emit(base, 'lost-lease')
-        logger.warn(
-          `lost the lease on operation ${base.operation} before completing: the outcome was not recorded (the key was taken over or released)`,
-        )
-      } else {
-        emit(base, 'store-error', { stage: 'complete', error: result.error })
-        logger.error(
-          `could not record the outcome of operation ${base.operation} before its lease ended; a retry after that runs it again`,
-          result.error,
-        )
-      }
-    }
-
-    // Not `async`: that would add a promise per call. A second settling still rejects
-    // rather than throwing, as an async method would.
-    complete(value: unknown): Promise<void> {
-      if (this.#settled) return settledTwice()
-      this.#settled = true
-      return this.#record({ ok: true, value })
-    }
-
-    completeWithError(errorData: unknown): Promise<void> {
-      if (this.#settled) return settledTwice()
-      this.#settled = true
-      return this.#record({ ok: false, error: errorData })
-    }
-
-    async release(): Promise<void> {
-      if (this.#settled) return settledTwice()
-      this.#settled = true
-      const base = this.#base
-      try {
-        const releasing = store.release({
-          scope: this.#scope,
-          key: this.#key,
-          leaseToken: this.#leaseToken,
-        })
-        const ok = await bounded(releasing, releaseTimeout, 'release')
-        if (ok) emit(base, 'released')
-        else {
-          emit(base, 'lost-lease')
-          logger.warn(
-            `lost the lease on operation ${base.operation} before releasing it (the key was taken over or expired)`,
-          )
-        }
-      } catch (error) {
-        emit(base, 'store-error', { stage: 'release', error })
-        logger.error(
-          `could not release operation ${base.operation}; the key stays in progress until its lease ends`,
-          error,
-        )
-      }
-    }
-  }
-
   async function execute<T>(
     request: ExecuteRequest,
     handler: (context: HandlerContext<TTransaction>) => T | Promise<T>,
@@ -766,14 +613,4 @@ export function createIdempotency<TTransaction = unknown>(
     transactional,
     required: defaults.required,
   }
-}
-
-/** The handler context of an operation that runs without a key: there is nothing to derive from. */
-export const unkeyedContext: HandlerContext<never> = {
-  takeover: false,
-  deriveKey() {
-    throw new Error(
-      'idempotent-mutations: deriveKey needs a keyed operation (this one ran without a key)',
-    )
-  },
 }

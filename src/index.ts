@@ -1,6 +1,7 @@
 export { type Codec, defaultCodec } from './codec'
 export { type Duration, toMilliseconds } from './duration'
-export { createIdempotency, unkeyedContext } from './engine'
+export { createIdempotency } from './engine'
+export { unkeyedContext } from './engine/lease'
 export {
   assertTransactionalStore,
   defaultIdempotencyOptions,
