@@ -1,6 +1,6 @@
 import { randomFillSync } from 'node:crypto'
 import { toMilliseconds } from './duration'
-import { answeredByDatabase, bounded } from './engine/bounded'
+import { bounded } from './engine/bounded'
 import {
   createEngineContext,
   type EventBase,
@@ -9,12 +9,8 @@ import {
 } from './engine/context'
 import { StoreLease, unkeyedContext } from './engine/lease'
 import { assertTransactionalStore, type IdempotencyOptions } from './engine/options'
-import {
-  decodeOutcome,
-  defaultDeserializeError,
-  defaultSerializeError,
-  encodeOutcome,
-} from './engine/outcome'
+import { decodeOutcome, defaultDeserializeError, defaultSerializeError } from './engine/outcome'
+import { claimInTransaction, recordlessLease } from './engine/transactional'
 import type {
   Attempt,
   ExecuteRequest,
@@ -22,30 +18,19 @@ import type {
   HandlerContext,
   Idempotency,
   IdempotencyEventType,
-  Lease,
   OperationRequest,
-  Outcome,
 } from './engine/types'
 import {
   InProgressError,
   KeyRequiredError,
   KeyReusedError,
-  OutcomeUnknownError,
   ResponseNotStoredError,
   StoreUnavailableError,
 } from './errors'
 import { fingerprint as fingerprintOf } from './fingerprint'
-import { hashParts } from './hash'
 import { validateKey } from './key'
 import type { ReplayCopy } from './replay-cache'
-import type {
-  ClaimInput,
-  ClaimResult,
-  IdempotencyRecord,
-  StoreTransaction,
-  TransactionClaimResult,
-} from './store'
-import { type HeldTransaction, holdTransaction, TransactionEndedError } from './transaction'
+import type { ClaimInput, ClaimResult, IdempotencyRecord } from './store'
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 // A claim the database refused for a concurrent change runs again in a new transaction, a few
@@ -95,7 +80,7 @@ export function createIdempotency<TTransaction = unknown>(
 ): Idempotency<TTransaction> {
   const context = createEngineContext(options)
   const { store, transactional, onStoreError, now, logger, background } = context
-  const { claimTimeout, commitTimeout, replayCache } = context
+  const { claimTimeout, replayCache } = context
   const defaults = context
   const engineStoreErrors = context.storeErrors
   const emit = (base: EventBase, type: IdempotencyEventType, details?: EventDetails) =>
@@ -154,7 +139,9 @@ export function createIdempotency<TTransaction = unknown>(
     }
     if (request.key === undefined || request.key === null) {
       if (required) throw new KeyRequiredError()
-      if (inTransaction) return { kind: 'execute', lease: await recordlessLease(request.operation) }
+      if (inTransaction) {
+        return { kind: 'execute', lease: await recordlessLease(context, request.operation) }
+      }
       return { kind: 'bypass', reason: 'no-key' }
     }
     const key = validateKey(request.key)
@@ -192,29 +179,18 @@ export function createIdempotency<TTransaction = unknown>(
       if (inTransaction) {
         const lockWaitMs = concurrency === 'wait' ? deadline - now() : defaults.rejectAfter
         const claim = await claimInTransaction(
+          context,
           newClaimInput(scope, key, fingerprint, lockTimeout, claimTtl),
           lockWaitMs,
           base,
+          ttl,
+          askedAt,
         )
         if (claim.kind === 'failed') {
-          return { kind: 'execute', lease: await recordlessLease(request.operation) }
+          claimFailed(base, claim.error)
+          return { kind: 'execute', lease: await recordlessLease(context, request.operation) }
         }
-        if (claim.kind === 'claimed') {
-          const { held, savepoint, result: won } = claim
-          if (won.takeover) emit(base, 'takeover')
-          return {
-            kind: 'execute',
-            lease: createTransactionalLease(
-              held,
-              savepoint,
-              won.record,
-              won.takeover,
-              ttl,
-              base,
-              askedAt,
-            ),
-          }
-        }
+        if (claim.kind === 'claimed') return { kind: 'execute', lease: claim.lease }
         if ('interrupted' in claim.result) {
           // A concurrency failure of the database: the change it met has committed, so a new
           // transaction's claim sees it (and usually replays it).
@@ -284,256 +260,6 @@ export function createIdempotency<TTransaction = unknown>(
       throw new InProgressError(
         Math.max(1, Math.ceil(Math.min(defaults.retryAfter, leaseLeft) / 1000)),
       )
-    }
-  }
-
-  type TransactionalClaim =
-    /** Claimed: the transaction and the savepoint the handler writes in are open. */
-    | {
-        kind: 'claimed'
-        held: HeldTransaction<TTransaction>
-        savepoint: HeldTransaction<TTransaction>
-        result: Extract<ClaimResult, { claimed: true }>
-      }
-    /** Refused or interrupted; the transaction is already rolled back (it wrote nothing). */
-    | { kind: 'refused'; result: Exclude<TransactionClaimResult, { claimed: true }> }
-    /** The store failed and `onStoreError` is 'fail-open' (fail-closed throws instead). */
-    | { kind: 'failed' }
-
-  /**
-   * The claim of transactional mode, in a transaction of the store that stays open for the
-   * handler when the claim wins. See src/stores/drizzle/transactional.ts for the statements.
-   */
-  async function claimInTransaction(
-    input: ClaimInput,
-    lockWaitMs: number,
-    base: EventBase,
-  ): Promise<TransactionalClaim> {
-    let held: HeldTransaction<TTransaction>
-    const opening = holdTransaction<TTransaction>((fn) => storeTransaction(fn))
-    try {
-      held = await bounded(opening, claimTimeout, 'claim')
-    } catch (error) {
-      // A transaction that opens after its bound has no one to use it.
-      opening.then((late) => rollbackQuietly(late, base)).catch(() => {})
-      claimFailed(base, error)
-      return { kind: 'failed' }
-    }
-    let result: TransactionClaimResult
-    let savepoint: HeldTransaction<TTransaction> | undefined
-    try {
-      const waitMs = Math.max(1, lockWaitMs)
-      const claiming = held.session.claim(input, { lockWaitMs: waitMs })
-      // The claim's own lock wait is part of the answer; the bound comes on top of it.
-      result = await bounded(
-        claiming,
-        claimTimeout === undefined ? undefined : claimTimeout + waitMs,
-        'claim',
-      )
-      // The handler writes in a savepoint, so a recorded error can drop its writes and keep
-      // the claim that records it.
-      if (result.claimed) {
-        savepoint = await holdTransaction((fn) => held.session.savepoint(fn), held)
-      }
-    } catch (error) {
-      // Not awaited: a stalled connection ends the transaction when it can.
-      void rollbackQuietly(held, base)
-      claimFailed(base, error)
-      return { kind: 'failed' }
-    }
-    if (result.claimed && savepoint) return { kind: 'claimed', held, savepoint, result }
-    // A refused claim wrote nothing; ending its transaction now frees the connection at once.
-    await rollbackQuietly(held, base)
-    return { kind: 'refused', result: result as Exclude<TransactionClaimResult, { claimed: true }> }
-  }
-
-  function storeTransaction(
-    fn: (session: StoreTransaction<TTransaction>) => Promise<void>,
-  ): Promise<void> {
-    // Checked when transactional mode was asked for; this keeps the type checker informed.
-    if (!store.transaction)
-      throw new TypeError('idempotent-mutations: the store has no transaction()')
-    return store.transaction(fn)
-  }
-
-  async function rollbackQuietly(
-    held: HeldTransaction<TTransaction>,
-    base: EventBase,
-  ): Promise<void> {
-    try {
-      await held.rollback()
-    } catch (error) {
-      // The database rolls an unfinished transaction back by itself when its connection goes.
-      logger.error(`could not roll back the transaction of operation ${base.operation}`, error)
-    }
-  }
-
-  /**
-   * The error a caller gets when a transaction did not confirm its COMMIT. Nothing committed
-   * when the COMMIT was never sent, or the database refused it (a SQLSTATE): 503
-   * `STORE_UNAVAILABLE`, and a retry runs cleanly. A COMMIT sent whose answer was lost (the
-   * connection reset) or did not come within `commitTimeout` may have committed: 503
-   * `OUTCOME_UNKNOWN`, and a retry with the same key replays it or runs it, whichever is true.
-   */
-  function commitFailed(
-    held: HeldTransaction<TTransaction>,
-    base: EventBase,
-    commitSent: boolean,
-    error: unknown,
-  ): Error {
-    // Not awaited: a stalled connection would hold the answer; the rollback lands when it can,
-    // and one that cannot is the database's to do when the connection goes.
-    void rollbackQuietly(held, base)
-    const known = !commitSent || error instanceof TransactionEndedError || answeredByDatabase(error)
-    // A transaction without a record (no key) has no keyed operation to report.
-    if (known) {
-      if (base.key !== '') {
-        emit(base, 'store-error', { stage: 'complete', error, code: 'STORE_UNAVAILABLE' })
-      }
-      logger.error(
-        `the transaction of operation ${base.operation} did not commit; nothing was recorded and its writes were rolled back`,
-        error,
-      )
-      return new StoreUnavailableError({ cause: error })
-    }
-    if (base.key !== '') {
-      emit(base, 'outcome-unknown', { stage: 'commit', error, code: 'OUTCOME_UNKNOWN' })
-    }
-    logger.error(
-      `the COMMIT of operation ${base.operation} was sent but not confirmed; it may have been applied`,
-      error,
-    )
-    return new OutcomeUnknownError(Math.max(1, Math.ceil(defaults.retryAfter / 1000)), {
-      cause: error,
-    })
-  }
-
-  /**
-   * Transactional mode without a record (no key, or the store failed open): the handler still
-   * gets a transaction to write with, so its code does not branch on the key.
-   */
-  async function recordlessLease(operation: string): Promise<Lease<TTransaction>> {
-    let held: HeldTransaction<TTransaction>
-    try {
-      held = await holdTransaction<TTransaction>((fn) => storeTransaction(fn))
-    } catch (error) {
-      logger.error(`could not open a transaction for operation ${operation}`, error)
-      throw new StoreUnavailableError({ cause: error })
-    }
-    const base = { operation, scope: '', key: '' }
-    let settled = false
-    const settle = () => {
-      if (settled) throw new Error('idempotent-mutations: a lease is completed or released once')
-      settled = true
-    }
-    return {
-      takeover: false,
-      deriveKey: unkeyedContext.deriveKey,
-      tx: held.session.handle,
-      savepoint: (fn) => held.session.savepoint((inner) => fn(inner.handle)),
-      async complete() {
-        settle()
-        try {
-          await bounded(held.commit(), commitTimeout, 'commit')
-        } catch (error) {
-          throw commitFailed(held, base, true, error)
-        }
-      },
-      // Nothing to record, so a failure of any kind drops the handler's writes.
-      async completeWithError() {
-        settle()
-        await rollbackQuietly(held, base)
-      },
-      async release() {
-        settle()
-        await rollbackQuietly(held, base)
-      },
-    }
-  }
-
-  /**
-   * A lease of transactional mode. The record was written by this transaction and nobody else
-   * sees it before the commit, so nobody can take it over: completion cannot lose the lease.
-   */
-  function createTransactionalLease(
-    held: HeldTransaction<TTransaction>,
-    savepoint: HeldTransaction<TTransaction>,
-    record: IdempotencyRecord,
-    takeover: boolean,
-    ttl: number,
-    base: EventBase,
-    /** On the engine's clock, a time before the transaction began. */
-    openedBefore: number,
-  ): Lease<TTransaction> {
-    const startedAt = now()
-    let settled = false
-    const settle = () => {
-      if (settled) throw new Error('idempotent-mutations: a lease is completed or released once')
-      settled = true
-    }
-
-    /** Ends the handler's savepoint (keeping or dropping its writes), records, commits. */
-    async function finish(keepWrites: boolean, outcome: Outcome): Promise<void> {
-      const response = encodeOutcome(context, outcome, base)
-      let ok = false
-      const committing = { sent: false }
-      const recordAndCommit = async () => {
-        // A transaction whose connection closed meanwhile takes no more statements.
-        if (!(await held.open())) throw new TransactionEndedError()
-        if (keepWrites) await savepoint.commit()
-        else await savepoint.rollback()
-        ok = await held.session.complete({
-          scope: record.scope,
-          key: record.key,
-          leaseToken: record.leaseToken,
-          response,
-          ttlMs: ttl,
-        })
-        // Only the handler itself could have changed the record this transaction holds.
-        if (!ok) {
-          emit(base, 'lost-lease')
-          logger.warn(
-            `the record of operation ${base.operation} changed inside its own transaction; the outcome was not recorded`,
-          )
-        }
-        committing.sent = true
-        await held.commit()
-      }
-      try {
-        await bounded(recordAndCommit(), commitTimeout, 'commit')
-      } catch (error) {
-        throw commitFailed(held, base, committing.sent, error)
-      }
-      // Committed: the record is there for everyone now. Its expiry is counted from a time in
-      // the transaction (the Drizzle store: its completing statement), so from before the
-      // transaction began a copy cannot outlive it, whatever clock a store uses in there.
-      if (ok) {
-        replayCache?.add(record.scope, record.key, record.fingerprint, response, openedBefore, ttl)
-      }
-      if (context.onEvent) emit(base, 'executed', { durationMs: now() - startedAt })
-    }
-
-    return {
-      takeover,
-      deriveKey: (name: string) =>
-        hashParts('idempotent-mutations/v1', record.scope, record.key, name),
-      tx: savepoint.session.handle,
-      savepoint: (fn) => savepoint.session.savepoint((inner) => fn(inner.handle)),
-      async complete(value) {
-        settle()
-        await finish(true, { ok: true, value })
-      },
-      async completeWithError(errorData) {
-        settle()
-        await finish(false, { ok: false, error: errorData })
-      },
-      async release() {
-        settle()
-        // The savepoint first: the transaction's callback is parked inside it.
-        await savepoint.rollback().catch(() => undefined)
-        await rollbackQuietly(held, base)
-        emit(base, 'released')
-      },
     }
   }
 
