@@ -1,6 +1,6 @@
 export { type Codec, defaultCodec } from './codec'
 export { type Duration, toMilliseconds } from './duration'
-export { createIdempotency } from './engine'
+export { createIdempotency } from './engine/create'
 export { unkeyedContext } from './engine/lease'
 export {
   assertTransactionalStore,
