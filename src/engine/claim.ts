@@ -216,9 +216,17 @@ async function claimOnceInTransaction<TTransaction>(
 
 /** A claim the store could not answer: 503, or (fail-open) running without a record. */
 function claimFailed(context: EngineContext<unknown>, base: EventBase, error: unknown): void {
-  emit(context, base, 'store-error', { stage: 'claim', error })
+  const failClosed = context.onStoreError === 'fail-closed'
+  // Failing open, the caller gets no error: the event carries no code.
+  const details = { stage: 'claim', error } as const
+  emit(
+    context,
+    base,
+    'store-error',
+    failClosed ? { ...details, code: 'STORE_UNAVAILABLE' } : details,
+  )
   context.logger.error(`claim failed for operation ${base.operation}`, error)
-  if (context.onStoreError === 'fail-closed') throw new StoreUnavailableError({ cause: error })
+  if (failClosed) throw new StoreUnavailableError({ cause: error })
 }
 
 /**
@@ -232,7 +240,7 @@ function refusalAnswer<TTransaction>(
 ): Attempt<TTransaction> | undefined {
   // Same key, other payload: a client bug, whatever state the record is in.
   if (record.fingerprint !== call.fingerprint) {
-    emit(context, call.base, 'mismatch')
+    emit(context, call.base, 'mismatch', { code: 'KEY_REUSED' })
     throw new KeyReusedError()
   }
   if (record.status !== 'completed') return undefined
@@ -245,6 +253,6 @@ function refusalAnswer<TTransaction>(
 
 /** 409: the operation is running under a lease for another `retryAfterMs` at most. */
 function inProgress(context: EngineContext<unknown>, base: EventBase, retryAfterMs: number) {
-  emit(context, base, 'conflict')
+  emit(context, base, 'conflict', { code: 'IN_PROGRESS' })
   return new InProgressError(retryAfterSeconds(retryAfterMs))
 }

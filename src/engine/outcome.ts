@@ -83,7 +83,7 @@ export function decodeOutcome(
 }
 
 function unreadable(context: EngineContext<unknown>, base: EventBase, error: unknown): never {
-  emit(context, base, 'not-stored', { error })
+  emit(context, base, 'not-stored', { error, code: 'RESPONSE_NOT_STORED' })
   context.logger.error(
     `the record of operation ${base.operation} cannot be read back; its retries get RESPONSE_NOT_STORED`,
     error,

@@ -32,7 +32,12 @@ export interface IdempotencyEvent {
   stage?: 'claim' | 'complete' | 'release' | 'commit' | undefined
   /** For `store-error`, `not-stored`, `completion-deferred` and `outcome-unknown`: what went wrong. */
   error?: unknown | undefined
-  /** The code of the error the caller got because of it, when it got one. */
+  /**
+   * The code of the error the caller got because of it, when it got one: `IN_PROGRESS` with
+   * `conflict`, `KEY_REUSED` with `mismatch`, `STORE_UNAVAILABLE` with `store-error` (a claim
+   * that failed closed, a transaction that did not commit), `RESPONSE_NOT_STORED` with
+   * `not-stored` (a record that cannot be read back), `OUTCOME_UNKNOWN` with `outcome-unknown`.
+   */
   code?: IdempotencyErrorCode | undefined
 }
 
