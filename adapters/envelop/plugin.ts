@@ -11,10 +11,6 @@ import {
   type OperationDefinitionNode,
 } from 'graphql'
 import {
-  agreeOnKey,
-  assertTransactionalStore,
-  callerScope,
-  defaultKeyField,
   defaultLogger,
   type HandlerContext,
   type Idempotency,
@@ -23,9 +19,10 @@ import {
   type Logger,
   ResponseNotStoredError,
   readKeyHeader,
-  unkeyedContext,
-  validateKey,
 } from '../../src'
+import { unkeyedContext } from '../../src/engine/lease'
+import { assertTransactionalStore } from '../../src/engine/options'
+import { agreeOnKey, callerScope, defaultKeyField, validateKey } from '../../src/key'
 import {
   analyzeMutation,
   argumentKeys,

@@ -1,15 +1,13 @@
 import { createHash } from 'node:crypto'
 import {
-  callerScope,
   type HandlerContext,
   type IdempotencyError,
   isIdempotencyError,
   type OperationRequest,
-  parseKeyHeader,
   ResponseNotStoredError,
-  unkeyedContext,
-  validateKey,
 } from '../../src'
+import { unkeyedContext } from '../../src/engine/lease'
+import { callerScope, parseKeyHeader, validateKey } from '../../src/key'
 import type { ResolvedHttpOptions } from './options'
 import { type RecordedResponse, readForRecord, replayResponse } from './record'
 

@@ -1,19 +1,16 @@
 import type { TRPCError, TRPCProcedureType } from '@trpc/server'
 import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
 import {
-  agreeOnKey,
-  assertTransactionalStore,
-  callerScope,
   type Duration,
-  defaultKeyField,
   type HandlerContext,
   type Idempotency,
   isIdempotencyError,
   type Lease,
   type OperationRequest,
-  splitInputKey,
-  unkeyedContext,
 } from '../../src'
+import { unkeyedContext } from '../../src/engine/lease'
+import { assertTransactionalStore } from '../../src/engine/options'
+import { agreeOnKey, callerScope, defaultKeyField, splitInputKey } from '../../src/key'
 import { inBatchOrder, type Ran } from './batch-order'
 import {
   defaultTRPCStoreErrors,

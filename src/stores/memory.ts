@@ -1,13 +1,13 @@
-import {
-  type ClaimInput,
-  type ClaimResult,
-  type CompleteInput,
-  claimedRecord,
-  type IdempotencyRecord,
-  type IdempotencyStore,
-  type ReleaseInput,
-  type SweepOptions,
+import type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ReleaseInput,
+  SweepOptions,
 } from '../store'
+import { claimedRecord } from './record'
 
 export interface MemoryStoreOptions {
   /**

@@ -1,13 +1,13 @@
 import { hashParts, jsonString } from '../../hash'
-import {
-  type ClaimInput,
-  type ClaimResult,
-  type CompleteInput,
-  claimedRecord,
-  type IdempotencyRecord,
-  type IdempotencyStore,
-  type ReleaseInput,
+import type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ReleaseInput,
 } from '../../store'
+import { claimedRecord } from '../record'
 import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
 import { claimScript, completeScript, getScript, inProgressHeader, releaseScript } from './scripts'
 
