@@ -1,25 +1,31 @@
+// The root entry: what users of the engine need. Adapters in adapters/ import their plumbing
+// (key sources, caller scopes, the handler context without a key) from the source modules.
+
+// The engine, its options and their defaults.
 export { type Codec, defaultCodec } from './codec'
-export { type Duration, toMilliseconds } from './duration'
+export type { Duration } from './duration'
+export { createIdempotency } from './engine/create'
 export {
-  type Attempt,
-  assertTransactionalStore,
-  createIdempotency,
+  defaultIdempotencyOptions,
   defaultLogger,
   defaultStoreErrors,
-  type ExecuteRequest,
-  type ExecuteResult,
-  type HandlerContext,
-  type Idempotency,
-  type IdempotencyEvent,
-  type IdempotencyEventType,
   type IdempotencyOptions,
-  type Lease,
-  type Logger,
-  type OperationRequest,
-  type Outcome,
-  ReplayedError,
-  unkeyedContext,
-} from './engine'
+} from './engine/options'
+export { ReplayedError } from './engine/outcome'
+export type {
+  Attempt,
+  ExecuteRequest,
+  ExecuteResult,
+  HandlerContext,
+  Idempotency,
+  IdempotencyEvent,
+  IdempotencyEventType,
+  Lease,
+  Logger,
+  OperationRequest,
+  Outcome,
+} from './engine/types'
+// Errors, one class per code.
 export {
   IdempotencyError,
   type IdempotencyErrorCode,
@@ -33,18 +39,11 @@ export {
   ResponseNotStoredError,
   StoreUnavailableError,
 } from './errors'
+// A request's key and payload, for callers of `execute` on a transport of their own.
 export { fingerprint } from './fingerprint'
-export {
-  agreeOnKey,
-  callerScope,
-  defaultKeyField,
-  idempotencyKeyHeader,
-  parseKeyHeader,
-  readKeyHeader,
-  splitInputKey,
-  validateKey,
-} from './key'
+export { readKeyHeader } from './key'
 export { defaultReplayCacheOptions, type ReplayCacheOptions } from './replay-cache'
+// Stores: the contract, and the memory store.
 export type {
   ClaimInput,
   ClaimResult,

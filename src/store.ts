@@ -14,6 +14,9 @@
  *     any record past expires_at is treated as absent by claim, and deleted by sweep()
  */
 
+// The one value here, for src/stores/drizzle/store.ts until it imports it from ./stores/record.
+export { claimedRecord } from './stores/record'
+
 export type RecordStatus = 'in_progress' | 'completed'
 
 export interface IdempotencyRecord {
@@ -52,24 +55,6 @@ export type ClaimResult =
   | { claimed: true; takeover: boolean; record: IdempotencyRecord }
   /** Another record stands. `now` is the store's clock at the time of the claim. */
   | { claimed: false; record: IdempotencyRecord; now: number }
-
-/** The record a claim of `input` writes: in progress under its lease token, no response yet. */
-export function claimedRecord(
-  input: ClaimInput,
-  lockedUntil: number,
-  expiresAt: number,
-): IdempotencyRecord {
-  return {
-    scope: input.scope,
-    key: input.key,
-    fingerprint: input.fingerprint,
-    status: 'in_progress',
-    response: null,
-    leaseToken: input.leaseToken,
-    lockedUntil,
-    expiresAt,
-  }
-}
 
 export interface CompleteInput {
   scope: string

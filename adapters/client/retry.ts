@@ -1,5 +1,5 @@
 import { type Duration, toMilliseconds } from '../../src/duration'
-import type { Logger } from '../../src/engine'
+import type { Logger } from '../../src/engine/types'
 import { type IdempotencyErrorCode, idempotencyErrorStatus } from '../../src/errors'
 import { validateKey } from '../../src/key'
 

@@ -5,15 +5,9 @@ import type {
   GraphQLSchema,
   OperationDefinitionNode,
 } from 'graphql'
-import {
-  agreeOnKey,
-  isIdempotencyError,
-  type Outcome,
-  ResponseNotStoredError,
-  readKeyHeader,
-  unkeyedContext,
-  validateKey,
-} from '../../src'
+import { isIdempotencyError, type Outcome, ResponseNotStoredError, readKeyHeader } from '../../src'
+import { unkeyedContext } from '../../src/engine/lease'
+import { agreeOnKey, validateKey } from '../../src/key'
 import { type ContextFields, contextFields, findScope, keyFromGetKey } from '../kit'
 import { MutationExecution } from './execution'
 import {

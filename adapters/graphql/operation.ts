@@ -9,7 +9,7 @@ import {
   type SelectionSetNode,
   valueFromASTUntyped,
 } from 'graphql'
-import { validateKey } from '../../src'
+import { validateKey } from '../../src/key'
 
 type Variables = Readonly<Record<string, unknown>>
 

@@ -4,7 +4,7 @@ import {
   type GraphQLSchema,
   valueFromASTUntyped,
 } from 'graphql'
-import { type Duration, toMilliseconds } from '../../src'
+import { type Duration, toMilliseconds } from '../../src/duration'
 
 /** The directive's name in SDL: `@idempotent(required: Boolean, ttl: Int)`. */
 export const idempotentDirectiveName = 'idempotent'

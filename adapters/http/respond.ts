@@ -5,10 +5,10 @@ import {
   isIdempotencyError,
   type Lease,
   type OperationRequest,
-  parseKeyHeader,
   ResponseNotStoredError,
-  unkeyedContext,
 } from '../../src'
+import { unkeyedContext } from '../../src/engine/lease'
+import { parseKeyHeader } from '../../src/key'
 import { findScope, handlerContext, keepsFailure, keyFromGetKey, refusalOf } from '../kit'
 import type { ResolvedHttpOptions } from './options'
 import { type RecordedResponse, readForRecord, replayResponse } from './record'

@@ -1,4 +1,4 @@
-import { callerScope, validateKey } from '../../src'
+import { callerScope, validateKey } from '../../src/key'
 import type { KeyValue, ScopeValue } from './options'
 
 /**

@@ -1,10 +1,6 @@
-import {
-  assertTransactionalStore,
-  defaultKeyField,
-  defaultLogger,
-  type Idempotency,
-  type Logger,
-} from '../../src'
+import { defaultLogger, type Idempotency, type Logger } from '../../src'
+import { assertTransactionalStore } from '../../src/engine/options'
+import { defaultKeyField } from '../../src/key'
 
 /** What a `scope` function returns: a string or number, or nothing for the shared scope. */
 export type ScopeValue = string | number | null | undefined

@@ -1,15 +1,14 @@
 import type { TRPCError, TRPCProcedureType } from '@trpc/server'
 import type { MiddlewareResult } from '@trpc/server/unstable-core-do-not-import'
 import {
-  agreeOnKey,
   type Duration,
   type HandlerContext,
   isIdempotencyError,
   type Lease,
   type OperationRequest,
-  splitInputKey,
-  unkeyedContext,
 } from '../../src'
+import { unkeyedContext } from '../../src/engine/lease'
+import { agreeOnKey, splitInputKey } from '../../src/key'
 import {
   type AdapterOptions,
   type AdapterSettings,

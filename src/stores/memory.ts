@@ -1,13 +1,13 @@
-import {
-  type ClaimInput,
-  type ClaimResult,
-  type CompleteInput,
-  claimedRecord,
-  type IdempotencyRecord,
-  type IdempotencyStore,
-  type ReleaseInput,
-  type SweepOptions,
+import type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ReleaseInput,
+  SweepOptions,
 } from '../store'
+import { claimedRecord } from './record'
 
 export interface MemoryStoreOptions {
   /**
@@ -39,89 +39,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
   if (!Number.isInteger(maxRecords) || maxRecords < 1) {
     throw new TypeError('idempotent-mutations: maxRecords must be a positive integer')
   }
-  // Records by scope, then key: no string joining the two on every call (and the engine passes
-  // the same string object for a shared scope, so its hash is computed once).
-  const records = new Map<string, Map<string, IdempotencyRecord>>()
-  let size = 0
-  // A lower bound on every stored record's expiresAt. While the clock is below it no record can
-  // be expired, so a full store skips its scan for expired records: without this, every claim
-  // into a full store walked all `maxRecords` records.
-  let earliestExpiry = Number.POSITIVE_INFINITY
-  const find = (scope: string, key: string) => records.get(scope)?.get(key)
-  const put = (record: IdempotencyRecord) => {
-    let byKey = records.get(record.scope)
-    if (byKey === undefined) {
-      byKey = new Map()
-      records.set(record.scope, byKey)
-    }
-    const before = byKey.size
-    byKey.set(record.key, record)
-    size += byKey.size - before
-    if (record.expiresAt < earliestExpiry) earliestExpiry = record.expiresAt
-  }
-  const remove = (scope: string, key: string, byKey = records.get(scope)) => {
-    if (byKey?.delete(key)) {
-      size--
-      if (byKey.size === 0) records.delete(scope)
-    }
-  }
-
-  // Where the last eviction stopped: a scope's records, in claim order, and the scopes after it.
-  // Map iterators stay valid while their Maps change, and resuming them keeps each eviction
-  // O(1): restarting from the first entry every time would walk the holes earlier deletions
-  // leave at the front of a Map's table.
-  let scopes: Iterator<[string, Map<string, IdempotencyRecord>]> | undefined
-  let inScope:
-    | {
-        scope: string
-        byKey: Map<string, IdempotencyRecord>
-        keys: Iterator<[string, IdempotencyRecord]>
-      }
-    | undefined
-
-  /** Deletes the next completed record or lapsed lease, scope by scope; false if there is none. */
-  function evictOne(at: number): boolean {
-    // Two passes at most: from the cursor to the end, then once more from the start.
-    for (let pass = 0; pass < 2; pass++) {
-      scopes ??= records.entries()
-      for (;;) {
-        if (inScope === undefined) {
-          const next = scopes.next()
-          if (next.done) break
-          const [scope, byKey] = next.value
-          inScope = { scope, byKey, keys: byKey.entries() }
-        }
-        for (let next = inScope.keys.next(); !next.done; next = inScope.keys.next()) {
-          const [k, r] = next.value
-          if (r.status === 'completed' || r.lockedUntil <= at) {
-            remove(inScope.scope, k, inScope.byKey)
-            return true
-          }
-        }
-        inScope = undefined
-      }
-      scopes = undefined
-    }
-    return false
-  }
-
-  function makeRoom(at: number): void {
-    if (size < maxRecords) return
-    if (at >= earliestExpiry) {
-      earliestExpiry = Number.POSITIVE_INFINITY
-      for (const [scope, byKey] of records) {
-        for (const [k, r] of byKey) {
-          if (r.expiresAt <= at) remove(scope, k, byKey)
-          else if (r.expiresAt < earliestExpiry) earliestExpiry = r.expiresAt
-        }
-      }
-    }
-    while (size >= maxRecords) {
-      if (!evictOne(at)) {
-        throw new Error(`memory store is full: ${maxRecords} records hold valid leases`)
-      }
-    }
-  }
+  const records = new RecordTable(maxRecords)
 
   return {
     // The engine keeps no copies of records in front of this store: they are here already.
@@ -142,11 +60,11 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
 
     async claim(input: ClaimInput): Promise<ClaimResult> {
       const at = now()
-      const existing = find(input.scope, input.key)
+      const existing = records.find(input.scope, input.key)
       let takeover: boolean
       if (existing === undefined || existing.expiresAt <= at) {
-        if (existing) remove(input.scope, input.key)
-        makeRoom(at)
+        if (existing) records.remove(input.scope, input.key)
+        records.makeRoom(at)
         takeover = false
       } else if (
         existing.status === 'in_progress' &&
@@ -158,12 +76,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
         return { claimed: false, record: { ...existing }, now: at }
       }
       const record = claimedRecord(input, at + input.lockTimeoutMs, at + input.ttlMs)
-      put(record)
+      records.put(record)
       return { claimed: true, takeover, record: { ...record } }
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
-      const existing = find(input.scope, input.key)
+      const existing = records.find(input.scope, input.key)
       if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
         return false
       }
@@ -172,38 +90,144 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
       existing.status = 'completed'
       existing.response = input.response
       existing.expiresAt = now() + input.ttlMs
-      if (existing.expiresAt < earliestExpiry) earliestExpiry = existing.expiresAt
+      records.expiresAt(existing.expiresAt)
       return true
     },
 
     async release(input: ReleaseInput): Promise<boolean> {
-      const existing = find(input.scope, input.key)
+      const existing = records.find(input.scope, input.key)
       if (existing?.status !== 'in_progress' || existing.leaseToken !== input.leaseToken) {
         return false
       }
-      remove(input.scope, input.key)
+      records.remove(input.scope, input.key)
       return true
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-      const record = find(scope, key)
+      const record = records.find(scope, key)
       return record && { ...record }
     },
 
     async sweep(sweepOptions: SweepOptions = {}): Promise<number> {
-      const limit = sweepOptions.limit ?? Number.POSITIVE_INFINITY
-      const at = now()
-      let deleted = 0
-      for (const [scope, byKey] of records) {
-        for (const [k, r] of byKey) {
-          if (deleted >= limit) return deleted
-          if (r.expiresAt <= at) {
-            remove(scope, k, byKey)
-            deleted++
-          }
+      return records.sweep(now(), sweepOptions.limit ?? Number.POSITIVE_INFINITY)
+    },
+  }
+}
+
+/** The memory store's records, with what keeps them under `maxRecords`. */
+class RecordTable {
+  // Records by scope, then key: no string joining the two on every call (and the engine passes
+  // the same string object for a shared scope, so its hash is computed once).
+  readonly #records = new Map<string, Map<string, IdempotencyRecord>>()
+  readonly #maxRecords: number
+  #size = 0
+  // A lower bound on every stored record's expiresAt. While the clock is below it no record can
+  // be expired, so a full store skips its scan for expired records: without this, every claim
+  // into a full store walked all `maxRecords` records.
+  #earliestExpiry = Number.POSITIVE_INFINITY
+  // Where the last eviction stopped: a scope's records, in claim order, and the scopes after it.
+  // Map iterators stay valid while their Maps change, and resuming them keeps each eviction
+  // O(1): restarting from the first entry every time would walk the holes earlier deletions
+  // leave at the front of a Map's table.
+  #scopes: Iterator<[string, Map<string, IdempotencyRecord>]> | undefined
+  #inScope:
+    | {
+        scope: string
+        byKey: Map<string, IdempotencyRecord>
+        keys: Iterator<[string, IdempotencyRecord]>
+      }
+    | undefined
+
+  constructor(maxRecords: number) {
+    this.#maxRecords = maxRecords
+  }
+
+  find(scope: string, key: string): IdempotencyRecord | undefined {
+    return this.#records.get(scope)?.get(key)
+  }
+
+  put(record: IdempotencyRecord): void {
+    let byKey = this.#records.get(record.scope)
+    if (byKey === undefined) {
+      byKey = new Map()
+      this.#records.set(record.scope, byKey)
+    }
+    const before = byKey.size
+    byKey.set(record.key, record)
+    this.#size += byKey.size - before
+    this.expiresAt(record.expiresAt)
+  }
+
+  /** Notes a stored record's (new) expiresAt. */
+  expiresAt(at: number): void {
+    if (at < this.#earliestExpiry) this.#earliestExpiry = at
+  }
+
+  remove(scope: string, key: string, byKey = this.#records.get(scope)): void {
+    if (byKey?.delete(key)) {
+      this.#size--
+      if (byKey.size === 0) this.#records.delete(scope)
+    }
+  }
+
+  /** Deletes up to `limit` records past their expiresAt at `at`; returns how many. */
+  sweep(at: number, limit: number): number {
+    let deleted = 0
+    for (const [scope, byKey] of this.#records) {
+      for (const [k, r] of byKey) {
+        if (deleted >= limit) return deleted
+        if (r.expiresAt <= at) {
+          this.remove(scope, k, byKey)
+          deleted++
         }
       }
-      return deleted
-    },
+    }
+    return deleted
+  }
+
+  /** Frees a place for one more record: expired ones first, then completed ones and lapsed leases. */
+  makeRoom(at: number): void {
+    if (this.#size < this.#maxRecords) return
+    if (at >= this.#earliestExpiry) {
+      this.#earliestExpiry = Number.POSITIVE_INFINITY
+      for (const [scope, byKey] of this.#records) {
+        for (const [k, r] of byKey) {
+          if (r.expiresAt <= at) this.remove(scope, k, byKey)
+          else this.expiresAt(r.expiresAt)
+        }
+      }
+    }
+    while (this.#size >= this.#maxRecords) {
+      if (!this.#evictOne(at)) {
+        throw new Error(`memory store is full: ${this.#maxRecords} records hold valid leases`)
+      }
+    }
+  }
+
+  /** Deletes the next completed record or lapsed lease, scope by scope; false if there is none. */
+  #evictOne(at: number): boolean {
+    // Two passes at most: from the cursor to the end, then once more from the start.
+    for (let pass = 0; pass < 2; pass++) {
+      this.#scopes ??= this.#records.entries()
+      for (;;) {
+        if (this.#inScope === undefined) {
+          const next = this.#scopes.next()
+          if (next.done) break
+          const [scope, byKey] = next.value
+          this.#inScope = { scope, byKey, keys: byKey.entries() }
+        }
+        const inScope = this.#inScope
+        for (let next = inScope.keys.next(); !next.done; next = inScope.keys.next()) {
+          const [k, r] = next.value
+          if (r.status === 'completed' || r.lockedUntil <= at) {
+            this.remove(inScope.scope, k, inScope.byKey)
+            return true
+          }
+        }
+        this.#inScope = undefined
+      }
+      this.#scopes = undefined
+    }
+    return false
   }
 }

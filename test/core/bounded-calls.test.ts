@@ -7,7 +7,7 @@ import {
   type StoreTransaction,
   StoreUnavailableError,
 } from '../../src'
-import { claimedRecord } from '../../src/store'
+import { claimedRecord } from '../../src/stores/record'
 import { createHarness, deferred, storeDown } from './fixtures'
 
 const operation = 'orders.create'

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { createIdempotency, createMemoryStore, toMilliseconds } from '../../src'
+import { createIdempotency, createMemoryStore } from '../../src'
+import { toMilliseconds } from '../../src/duration'
 
 describe('durations', () => {
   it.each([

@@ -1,13 +1,6 @@
 import { describe, expect, it, vi } from 'vitest'
-import {
-  agreeOnKey,
-  createIdempotency,
-  createMemoryStore,
-  parseKeyHeader,
-  readKeyHeader,
-  splitInputKey,
-  validateKey,
-} from '../../src'
+import { createIdempotency, createMemoryStore, readKeyHeader } from '../../src'
+import { agreeOnKey, parseKeyHeader, splitInputKey, validateKey } from '../../src/key'
 
 const invalidKeys: [string, unknown][] = [
   ['an empty key', ''],

@@ -1,13 +1,13 @@
 import { hashParts, jsonString } from '../../hash'
-import {
-  type ClaimInput,
-  type ClaimResult,
-  type CompleteInput,
-  claimedRecord,
-  type IdempotencyRecord,
-  type IdempotencyStore,
-  type ReleaseInput,
+import type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ReleaseInput,
 } from '../../store'
+import { claimedRecord } from '../record'
 import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
 import { claimScript, completeScript, getScript, inProgressHeader, releaseScript } from './scripts'
 
@@ -92,32 +92,7 @@ export function createRedisStore(
         inProgressHeader(token, leaseEndsBeforeExpiryMs, tail),
         String(ttlMs),
       ])
-
-      // The common case: claimed, answered with the new record's expiry alone.
-      if (!Array.isArray(reply)) {
-        const expiresAt = toNumber(reply, 'claim')
-        return written(input, expiresAt - leaseEndsBeforeExpiryMs, expiresAt, false)
-      }
-      const outcome = text(reply[0])
-      if (outcome === 'existing') {
-        const { record } = toRecord(scope, key, reply[3], toNumber(reply[2], 'claim'), 'claim')
-        return { claimed: false, record, now: toNumber(reply[1], 'claim') }
-      }
-      if (outcome === 'takeover') {
-        const expiresAt = toNumber(reply[1], 'claim')
-        return written(input, expiresAt - leaseEndsBeforeExpiryMs, expiresAt, true)
-      }
-      if (outcome === 'resent') {
-        const { record, takeover } = toRecord(
-          scope,
-          key,
-          reply[2],
-          toNumber(reply[1], 'claim'),
-          'claim',
-        )
-        return { claimed: true, takeover, record }
-      }
-      throw unexpectedReply('claim', reply)
+      return claimAnswer(input, reply, leaseEndsBeforeExpiryMs)
     },
 
     async complete(input: CompleteInput): Promise<boolean> {
@@ -165,6 +140,41 @@ export function createRedisStore(
       return 0
     },
   }
+}
+
+/** What the claim script answered, as `claim` reports it. */
+function claimAnswer(
+  input: ClaimInput,
+  reply: unknown,
+  /** lockedUntil = expiresAt - leaseEndsBeforeExpiryMs */
+  leaseEndsBeforeExpiryMs: number,
+): ClaimResult {
+  const { scope, key } = input
+  // The common case: claimed, answered with the new record's expiry alone.
+  if (!Array.isArray(reply)) {
+    const expiresAt = toNumber(reply, 'claim')
+    return written(input, expiresAt - leaseEndsBeforeExpiryMs, expiresAt, false)
+  }
+  const outcome = text(reply[0])
+  if (outcome === 'existing') {
+    const { record } = toRecord(scope, key, reply[3], toNumber(reply[2], 'claim'), 'claim')
+    return { claimed: false, record, now: toNumber(reply[1], 'claim') }
+  }
+  if (outcome === 'takeover') {
+    const expiresAt = toNumber(reply[1], 'claim')
+    return written(input, expiresAt - leaseEndsBeforeExpiryMs, expiresAt, true)
+  }
+  if (outcome === 'resent') {
+    const { record, takeover } = toRecord(
+      scope,
+      key,
+      reply[2],
+      toNumber(reply[1], 'claim'),
+      'claim',
+    )
+    return { claimed: true, takeover, record }
+  }
+  throw unexpectedReply('claim', reply)
 }
 
 /** A claim the script wrote; its times follow from its key's expiry, as `toRecord` derives them. */

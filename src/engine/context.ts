@@ -1,0 +1,53 @@
+/**
+ * The engine context: one engine's options, resolved, and what its parts share. The claim path,
+ * the leases and transactional mode are module functions and classes that take it as their first
+ * argument, so each can be read (and tested) on its own rather than inside one closure.
+ */
+import { BackgroundWork } from './background'
+import { type IdempotencyOptions, type ResolvedOptions, resolveOptions } from './options'
+import type { IdempotencyEvent, IdempotencyEventType } from './types'
+
+/** What every event of one keyed operation says about it. */
+export type EventBase = Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'>
+export type EventDetails = Omit<IdempotencyEvent, 'type' | 'operation' | 'scope' | 'key'>
+
+export interface EngineContext<TTransaction = unknown> extends ResolvedOptions<TTransaction> {
+  /** Completions still being retried after their caller got its value. */
+  readonly background: BackgroundWork
+  /**
+   * The stored scope of the shared scope ('') per operation: building it on every keyed call
+   * costs more than a lookup, and most calls use a few operations. Bounded by clearing.
+   */
+  readonly sharedScopes: Map<string, string>
+}
+
+/** Checks `options` (see resolveOptions) and sets up the engine's shared parts. */
+export function createEngineContext<TTransaction>(
+  options: IdempotencyOptions<TTransaction>,
+): EngineContext<TTransaction> {
+  return { ...resolveOptions(options), background: new BackgroundWork(), sharedScopes: new Map() }
+}
+
+/**
+ * Reports an event to `onEvent`; what it throws is logged, never raised. The event object is
+ * built only when someone listens: this sits on every keyed call's path.
+ */
+export function emit(
+  context: EngineContext<unknown>,
+  base: EventBase,
+  type: IdempotencyEventType,
+  details?: EventDetails,
+): void {
+  const { onEvent } = context
+  if (!onEvent) return
+  try {
+    onEvent({ ...base, type, ...details })
+  } catch (error) {
+    context.logger.error('onEvent threw', error)
+  }
+}
+
+/** A `Retry-After` in whole seconds, at least 1, from milliseconds. */
+export function retryAfterSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000))
+}

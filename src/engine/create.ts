@@ -1,0 +1,108 @@
+/**
+ * `createIdempotency`: an engine over one store. The work is done by the claim path
+ * (./claim.ts), the leases (./lease.ts, ./transactional.ts) and the outcome codec
+ * (./outcome.ts), each on the engine context (./context.ts) made here from the options.
+ */
+import { begin } from './claim'
+import { createEngineContext, type EngineContext } from './context'
+import { unkeyedContext } from './lease'
+import type { IdempotencyOptions } from './options'
+import { defaultDeserializeError, defaultSerializeError } from './outcome'
+import type { ExecuteRequest, ExecuteResult, HandlerContext, Idempotency } from './types'
+
+export function createIdempotency<TTransaction = unknown>(
+  options: IdempotencyOptions<TTransaction>,
+): Idempotency<TTransaction> {
+  const context = createEngineContext(options)
+  const { store, background } = context
+  // A store without a clock of its own (the memory store) follows the engine's, Date.now
+  // included; last, so that an engine refused for a bad option leaves the store untouched.
+  store.useClock?.(context.now)
+  const timer = startSweeping(context)
+  return {
+    // The transactional overload differs only in its handler's type: a handler that needs
+    // `tx` runs with a transactional request, which hands it one.
+    execute: (<T>(
+      request: ExecuteRequest,
+      handler: (handlerContext: HandlerContext<TTransaction>) => T | Promise<T>,
+    ) => execute(context, request, handler)) as Idempotency<TTransaction>['execute'],
+    begin: (request) => begin(context, request),
+    sweep: () => store.sweep(),
+    drain: () => background.drain(),
+    close: () => {
+      clearInterval(timer)
+      background.close()
+    },
+    store,
+    transactional: context.transactional,
+    required: context.required,
+  }
+}
+
+/**
+ * The engine's `execute`: begins the operation, runs the handler when it must, and settles the
+ * lease with its outcome: a value is recorded; an error is recorded when `storeErrors` says it
+ * is deterministic, and otherwise releases the key for a retry.
+ */
+async function execute<TTransaction, T>(
+  context: EngineContext<TTransaction>,
+  request: ExecuteRequest,
+  handler: (context: HandlerContext<TTransaction>) => T | Promise<T>,
+): Promise<ExecuteResult<T>> {
+  const attempt = await begin(context, request)
+  if (attempt.kind === 'bypass') {
+    return { value: await handler(unkeyedContext), replayed: false }
+  }
+  if (attempt.kind === 'replay') {
+    const { outcome } = attempt
+    if (outcome.ok) return { value: outcome.value as T, replayed: true }
+    throw (request.deserializeError ?? defaultDeserializeError)(outcome.error)
+  }
+  const { lease } = attempt
+  let value: T
+  try {
+    value = await handler(lease)
+  } catch (error) {
+    let errorData: unknown
+    let recorded = false
+    try {
+      recorded = (request.storeErrors ?? context.storeErrors)(error)
+      if (recorded) errorData = (request.serializeError ?? defaultSerializeError)(error)
+    } catch (policyError) {
+      // A throwing policy must not leave the lease (in transactional mode, a transaction
+      // and its connection) unsettled: the key is released, and the handler's error stands.
+      context.logger.error(
+        `storeErrors or serializeError threw for operation ${request.operation}`,
+        policyError,
+      )
+      recorded = false
+    }
+    if (recorded) await lease.completeWithError(errorData)
+    else await lease.release()
+    throw error
+  }
+  await lease.complete(value)
+  return { value, replayed: false }
+}
+
+/** Runs `store.sweep()` on the `sweepInterval` (an unref'd timer), one sweep at a time. */
+function startSweeping(
+  context: EngineContext<unknown>,
+): ReturnType<typeof setInterval> | undefined {
+  const { store, sweepInterval, logger } = context
+  if (sweepInterval === undefined) return undefined
+  // One sweep at a time: a backlog that outlasts the interval is not swept twice at once.
+  let sweeping = false
+  const timer = setInterval(() => {
+    if (sweeping) return
+    sweeping = true
+    store
+      .sweep()
+      .catch((error) => logger.error('sweep failed', error))
+      .finally(() => {
+        sweeping = false
+      })
+  }, sweepInterval)
+  timer.unref()
+  return timer
+}
