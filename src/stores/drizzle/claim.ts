@@ -1,0 +1,120 @@
+import {
+  type ClaimInput,
+  type ClaimResult,
+  claimedRecord,
+  type IdempotencyRecord,
+  type RecordStatus,
+} from '../../store'
+
+/**
+ * What a claim statement answers, on every dialect: `state` 0 when a standing record refused
+ * the claim (its fields follow), 1 claimed, 2 claimed by takeover (then only the claimed
+ * record's times count), and the server's `now`. Times are epoch milliseconds.
+ */
+export type ClaimRow = Omit<IdempotencyRecord, 'scope' | 'key'> & { state: number; now: number }
+
+/** The record of `at`'s scope and key with `row`'s fields (a refused claim's standing record). */
+export function standingRecord(
+  at: Pick<IdempotencyRecord, 'scope' | 'key'>,
+  row: Omit<IdempotencyRecord, 'scope' | 'key'>,
+): IdempotencyRecord {
+  return {
+    scope: at.scope,
+    key: at.key,
+    fingerprint: row.fingerprint,
+    status: row.status,
+    response: row.response,
+    leaseToken: row.leaseToken,
+    lockedUntil: row.lockedUntil,
+    expiresAt: row.expiresAt,
+  }
+}
+
+/**
+ * A claim row from a row that holds a whole record as it stands after the claim's statement
+ * (`fingerprint, status, response, lease_token, locked_until, expires_at, now`), as the MySQL
+ * and SQLite claims return it: the caller's lease token in it means the claim won.
+ */
+export function claimRowOfRecord(
+  row: readonly unknown[] | undefined,
+  input: ClaimInput,
+  won: 1 | 2 = 1,
+): ClaimRow | undefined {
+  if (row === undefined) return undefined
+  const [fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
+  return {
+    state: leaseToken === input.leaseToken ? won : 0,
+    fingerprint: fingerprint as string,
+    status: status as RecordStatus,
+    response: response as string | null,
+    leaseToken: leaseToken as string,
+    lockedUntil: Number(lockedUntil),
+    expiresAt: Number(expiresAt),
+    now: Number(now),
+  }
+}
+
+/**
+ * Whether a standing record the first phase read may be claimed after all, which only the
+ * claim under the row lock decides: it expired, or it is in progress, its lease is over and
+ * the payload is the same (a takeover). Times are whole milliseconds, floored, from one
+ * statement's clock: a record that SQL holds still live by less than a millisecond reads as
+ * over here, which costs the second statement and changes no answer. Keep it in step with each
+ * dialect's claim under the lock: a case only that statement allows would never be claimed.
+ */
+export function claimsUnderLock(row: ClaimRow, fingerprint: string): boolean {
+  return (
+    row.expiresAt <= row.now ||
+    (row.status === 'in_progress' && row.lockedUntil <= row.now && row.fingerprint === fingerprint)
+  )
+}
+
+// How often a claim re-runs when it read nothing (see claimInPhases); each re-run sees a newer
+// snapshot, so the second one practically always answers.
+const maxClaimAttempts = 10
+
+/** The two phases of a claim on one dialect (and, for PostgreSQL, in one transaction). */
+export interface ClaimPhases {
+  /**
+   * Inserts a fresh in-progress record, or reads the one that stands (the first attempt may
+   * differ from the later ones: transactional mode bounds its wait there). Undefined when it
+   * read no row: a concurrent claim inserted the record after this statement's snapshot, or
+   * released it between two statements.
+   */
+  insertOrRead(attempt: number): Promise<ClaimRow | undefined>
+  /**
+   * Claims a record `standing` that {@link claimsUnderLock} allows (expired, or a lease that
+   * ran out), deciding again under the row lock. Undefined when the record changed meanwhile.
+   */
+  underLock(standing: ClaimRow): Promise<ClaimRow | undefined>
+}
+
+/**
+ * A claim, in phases: `insertOrRead` answers it, except for a record to overwrite or take over,
+ * which `underLock` decides; a phase that read no row starts the claim again, and the next
+ * snapshot has the record. `attempt` and `underLock` in the answer say which phase gave it
+ * (transactional mode restores a setting unless the first one did).
+ */
+export async function claimInPhases(
+  input: ClaimInput,
+  phases: ClaimPhases,
+): Promise<{ result: ClaimResult; attempt: number; underLock: boolean }> {
+  for (let attempt = 1; attempt <= maxClaimAttempts; attempt++) {
+    let row = await phases.insertOrRead(attempt)
+    const locked = row?.state === 0 && claimsUnderLock(row, input.fingerprint)
+    if (locked) row = await phases.underLock(row!)
+    if (row === undefined) continue
+    const result: ClaimResult =
+      row.state > 0
+        ? {
+            claimed: true,
+            takeover: row.state > 1,
+            record: claimedRecord(input, row.lockedUntil, row.expiresAt),
+          }
+        : { claimed: false, record: standingRecord(input, row), now: row.now }
+    return { result, attempt, underLock: locked }
+  }
+  throw new Error(
+    `idempotent-mutations: the claim of a key read no record ${maxClaimAttempts} times in a row (constant concurrent release and claim of one key)`,
+  )
+}
