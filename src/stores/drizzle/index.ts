@@ -1,11 +1,11 @@
+export { createTableStatements } from './postgres/sql'
 export {
-  createDrizzleStore,
-  createTableStatements,
+  createPostgresStore as createDrizzleStore,
   type DrizzlePgDatabase,
   type DrizzleStore,
   type DrizzleStoreOptions,
   type DrizzleTransactionOf,
-} from './store'
+} from './postgres/store'
 export {
   defaultIdempotencyTableName,
   defineIdempotencyTable,
