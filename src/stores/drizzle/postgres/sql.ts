@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { getTableConfig } from 'drizzle-orm/pg-core'
-import type { IdempotencyRecord, RecordStatus } from '../../../store'
-import type { ClaimRow } from '../claim'
+import type { RecordStatus } from '../../../store'
+import type { ClaimRow } from '../rows'
 import { buildStatement, type Row } from '../runner'
 import { type IdempotencyTable, idempotencyKeys } from '../table'
 
@@ -296,20 +296,4 @@ export function boundedClaimRowOf(row: Row | undefined) {
     throw new Error('idempotent-mutations: the claim statement returned no row')
   }
   return { claim: claimRowOf(row)!, found: Number(row[8]) > 0, previous: row[9] as string }
-}
-
-/** The record `get` selects. */
-export function recordOf(row: Row | undefined): IdempotencyRecord | undefined {
-  if (row === undefined) return undefined
-  const [scope, key, fingerprint, status, response, leaseToken, lockedUntil, expiresAt] = row
-  return {
-    scope: scope as string,
-    key: key as string,
-    fingerprint: fingerprint as string,
-    status: status as RecordStatus,
-    response: response as string | null,
-    leaseToken: leaseToken as string,
-    lockedUntil: Number(lockedUntil),
-    expiresAt: Number(expiresAt),
-  }
 }

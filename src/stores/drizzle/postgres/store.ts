@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { getTableConfig } from 'drizzle-orm/pg-core'
 import type { IdempotencyStore, StoreTransaction } from '../../../store'
+import { recordOf } from '../rows'
 import { clientOf, drizzleLoggerOf, type StatementRunner } from '../runner'
 import { postgresErrorCode, type SqlDialect, sqlStore } from '../store'
 import { type IdempotencyTable, idempotencyKeys } from '../table'
@@ -13,7 +14,6 @@ import {
   createTableStatements,
   type PostgresStatements,
   postgresStatements,
-  recordOf,
 } from './sql'
 import { runDrizzleTransaction } from './transactional'
 

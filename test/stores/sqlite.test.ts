@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api'
+import { describeStoreConformance } from 'idempotent-mutations/testing'
+import { describe, expect, it } from 'vitest'
+import { createIdempotency } from '../../src'
+import {
+  createSQLiteTableStatements,
+  type DrizzleSQLiteDatabase,
+  defineSQLiteIdempotencyTable,
+  sqliteIdempotencyKeys,
+} from '../../src/stores/drizzle'
+import {
+  drizzleBetterSqlite3,
+  drizzleLibsql,
+  sqliteTables,
+  statementLog,
+  useSqliteFolder,
+} from './dialects'
+import { claimInput } from './drizzle-fixtures'
+import { betterSqlite3 } from './sqlite-binding'
+
+/** DDL with formatting and quoting taken out, one statement per entry. */
+const normalize = (statements: string[]) =>
+  statements
+    .map((statement) =>
+      statement
+        .replaceAll('`', '')
+        .replaceAll('"', '')
+        .replaceAll('IF NOT EXISTS ', '')
+        .replace(/\s+/g, ' ')
+        .replace(/\s*([(),])\s*/g, '$1')
+        .trim()
+        .replace(/;$/, ''),
+    )
+    .filter((statement) => statement.length > 0)
+    .sort()
+
+describe('drizzle store on SQLite: the table', () => {
+  it('the shipped schema.sqlite.sql is the DDL ensureTable runs', () => {
+    const shipped = readFileSync(
+      new URL('../../src/stores/drizzle/schema.sqlite.sql', import.meta.url),
+      'utf8',
+    )
+    const statements = shipped
+      .split('\n')
+      .filter((line) => !line.startsWith('--'))
+      .join('\n')
+      .split(';')
+    expect(normalize(statements)).toEqual(normalize(createSQLiteTableStatements()))
+  })
+
+  it('drizzle-kit generates the DDL ensureTable runs', async () => {
+    for (const each of [sqliteIdempotencyKeys, defineSQLiteIdempotencyTable('billing_keys')]) {
+      const migration = await generateSQLiteMigration(
+        await generateSQLiteDrizzleJson({}),
+        await generateSQLiteDrizzleJson({ each }),
+      )
+      expect(normalize(migration)).toEqual(normalize(createSQLiteTableStatements(each)))
+    }
+  })
+})
+
+const files = useSqliteFolder('sqlite-store')
+const better = betterSqlite3()
+
+/** What runs on each SQLite driver: the conformance suite and the statement counts. */
+function describeSqlite(
+  name: string,
+  open: (logger?: ReturnType<typeof statementLog>) => Promise<DrizzleSQLiteDatabase>,
+) {
+  describe(`drizzle store on SQLite through ${name}`, () => {
+    const log = statementLog()
+    const db = open()
+    const counted = open(log)
+    const tables = db.then(sqliteTables)
+    const createStore = async (database?: DrizzleSQLiteDatabase) => (await tables)(database)
+
+    describeStoreConformance({
+      name: `drizzle on SQLite (${name}, a WAL file)`,
+      createStore: () => createStore(),
+      concurrency: 100,
+    })
+
+    it('statements: two per first execution (claim, complete), two per replay (claim, read), three per takeover', async () => {
+      const store = await createStore(await counted)
+      const idempotency = createIdempotency({ store, replayCache: false })
+      const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
+      const first = await log.count(() => idempotency.execute(request, () => ({ id: 1 })))
+      const replay = await log.count(() => idempotency.execute(request, () => ({ id: 2 })))
+      const stale = claimInput({ lockTimeoutMs: 0 })
+      await store.claim(stale)
+      let result: unknown
+      const takeover = await log.count(async () => {
+        result = await store.claim({ ...stale, leaseToken: 'u' })
+      })
+      expect(result).toMatchObject({ claimed: true, takeover: true })
+      expect({ first, replay, takeover }).toEqual({ first: 2, replay: 2, takeover: 3 })
+    })
+
+    it('transactional mode is refused when the engine is built, with a stable code', async () => {
+      const store = await createStore()
+      expect(() => createIdempotency({ store, transactional: true })).toThrow(
+        expect.objectContaining({ code: 'TRANSACTIONAL_UNSUPPORTED' }),
+      )
+    })
+  })
+}
+
+let databases = 0
+const nextFile = () => `store-${++databases}.db`
+
+describeSqlite('libSQL (@libsql/client)', async (log) => {
+  const client = await files.libsql(log ? 'counted-libsql.db' : nextFile())
+  return drizzleLibsql({ client, ...(log ? { logger: log.logger } : {}) })
+})
+
+// Without `$client` the store cannot tell the driver and sends every statement through
+// drizzle's own query path, as it does for D1, Bun's or Expo's SQLite.
+describeSqlite("libSQL through drizzle's query path", async (log) => {
+  const client = await files.libsql(log ? 'counted-path.db' : nextFile())
+  const db = drizzleLibsql({ client, ...(log ? { logger: log.logger } : {}) })
+  Reflect.deleteProperty(db, '$client')
+  return db
+})
+
+if (better.load) {
+  const load = better.load
+  describeSqlite('better-sqlite3', async (log) => {
+    const client = files.betterSqlite3(load, log ? 'counted-better.db' : nextFile())
+    return drizzleBetterSqlite3({ client, ...(log ? { logger: log.logger } : {}) })
+  })
+} else {
+  describe.skip(`drizzle store on SQLite through better-sqlite3 (skipped: ${better.reason})`, () => {
+    it('runs where better-sqlite3 loads', () => {})
+  })
+}
