@@ -74,16 +74,24 @@ describe.skipIf(!mysqlUrl)(`drizzle store on MariaDB through mysql2 [mysql]${ski
   })
 
   it.each([
-    ['MariaDB', 'mariadb', { first: 2, replay: 1, takeover: 3 }],
-    ['MySQL 8', 'mysql', { first: 3, replay: 2, takeover: 4 }],
+    ['MariaDB', 'mariadb', { first: 2, replay: 1, failed: 2, takeover: 3 }],
+    ['MySQL 8', 'mysql', { first: 3, replay: 2, failed: 3, takeover: 4 }],
   ] as const)(
-    'statements on the %s path: a first execution, a replay, a takeover [mysql]',
+    'statements on the %s path: a first execution, a replay, a failed execution, a takeover [mysql]',
     async (_, server, expected) => {
       const store = await mysql.createStore({ server, counted: true })
       const idempotency = createIdempotency({ store, replayCache: false })
       const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
       const first = await mysql.log.count(() => idempotency.execute(request, () => ({ id: 1 })))
       const replay = await mysql.log.count(() => idempotency.execute(request, () => ({ id: 2 })))
+      const failing = { ...request, key: randomUUID() }
+      const failed = await mysql.log.count(() =>
+        idempotency
+          .execute(failing, () => {
+            throw new Error('boom')
+          })
+          .catch(() => undefined),
+      )
       const stale = claimInput({ lockTimeoutMs: 0 })
       await store.claim(stale)
       let result: unknown
@@ -91,7 +99,7 @@ describe.skipIf(!mysqlUrl)(`drizzle store on MariaDB through mysql2 [mysql]${ski
         result = await store.claim({ ...stale, leaseToken: 'u' })
       })
       expect(result).toMatchObject({ claimed: true, takeover: true })
-      expect({ first, replay, takeover }).toEqual(expected)
+      expect({ first, replay, failed, takeover }).toEqual(expected)
     },
   )
 

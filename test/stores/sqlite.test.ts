@@ -82,12 +82,20 @@ function describeSqlite(
       concurrency: 100,
     })
 
-    it('statements: two per first execution (claim, complete), two per replay (claim, read), three per takeover', async () => {
+    it('statements: two per first execution (claim, complete), two per replay (claim, read), two per failed execution (claim, release), three per takeover', async () => {
       const store = await createStore(await counted)
       const idempotency = createIdempotency({ store, replayCache: false })
       const request = { key: randomUUID(), operation: 'orders.create', payload: { amount: 5 } }
       const first = await log.count(() => idempotency.execute(request, () => ({ id: 1 })))
       const replay = await log.count(() => idempotency.execute(request, () => ({ id: 2 })))
+      const failing = { ...request, key: randomUUID() }
+      const failed = await log.count(() =>
+        idempotency
+          .execute(failing, () => {
+            throw new Error('boom')
+          })
+          .catch(() => undefined),
+      )
       const stale = claimInput({ lockTimeoutMs: 0 })
       await store.claim(stale)
       let result: unknown
@@ -95,7 +103,12 @@ function describeSqlite(
         result = await store.claim({ ...stale, leaseToken: 'u' })
       })
       expect(result).toMatchObject({ claimed: true, takeover: true })
-      expect({ first, replay, takeover }).toEqual({ first: 2, replay: 2, takeover: 3 })
+      expect({ first, replay, failed, takeover }).toEqual({
+        first: 2,
+        replay: 2,
+        failed: 2,
+        takeover: 3,
+      })
     })
 
     it('transactional mode is refused when the engine is built, with a stable code', async () => {

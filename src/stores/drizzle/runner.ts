@@ -6,7 +6,8 @@
  * know nothing of what the statements mean.
  *
  * Runners: postgres.js, node-postgres and drizzle's own query path for any other driver
- * (./postgres/drivers.ts), and PGlite (./postgres/pglite.ts).
+ * (./postgres/drivers.ts), PGlite (./postgres/pglite.ts), mysql2 (./mysql/driver.ts), libSQL,
+ * better-sqlite3 and drizzle's path for other SQLite drivers (./sqlite/drivers.ts).
  */
 
 /** A statement of the store, built once per store (per table) and run many times. */
@@ -34,7 +35,11 @@ export type Row = readonly unknown[]
 export type Values = object
 
 export interface StatementRunner {
-  /** Runs `statement` with the fields of `values` its `params` name, and resolves with its rows. */
+  /**
+   * Runs `statement` with the fields of `values` its `params` name, and resolves with its rows.
+   * A MySQL statement that returns no result set (UPDATE, DELETE) resolves with one row holding
+   * the number of rows it matched.
+   */
   run(statement: Statement, values: Values): PromiseLike<Row[]>
 }
 
