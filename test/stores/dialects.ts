@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createClient, type Client as LibsqlClient } from '@libsql/client'
@@ -20,6 +20,30 @@ import { sqliteBusyTimeoutMs, sqlitePragmas } from './sqlite-binding'
 
 /** Test tables on MySQL are named `im_<base>_p<pid>_<n>`; the global setup drops orphans. */
 const mysqlTableName = (base: string, n: number) => `im_${base}_p${process.pid}_${n}`
+
+/** DDL with formatting, quoting and optional words taken out, one statement per entry, sorted. */
+export const normalizeDdl = (statements: string[]) =>
+  statements
+    .map((statement) =>
+      statement
+        .replace(/[`"]/g, '')
+        .replaceAll('IF NOT EXISTS ', '')
+        .replace(/\s+/g, ' ')
+        .replace(/\s*([(),])\s*/g, '$1')
+        .trim()
+        .replace(/;$/, ''),
+    )
+    .filter((statement) => statement.length > 0)
+    .sort()
+
+/** The statements of a SQL file shipped under src/stores/drizzle/, comments left out. */
+export function shippedStatements(file: string): string[] {
+  return readFileSync(new URL(`../../src/stores/drizzle/${file}`, import.meta.url), 'utf8')
+    .split('\n')
+    .filter((line) => !line.startsWith('--'))
+    .join('\n')
+    .split(';')
+}
 
 /** A drizzle logger that keeps the statements sent. */
 export function statementLog() {

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import { generateMySQLDrizzleJson, generateMySQLMigration } from 'drizzle-kit/api'
 import { getTableConfig } from 'drizzle-orm/mysql-core'
 import { describeStoreConformance } from 'idempotent-mutations/testing'
@@ -11,38 +10,16 @@ import {
   mysqlIdempotencyKeys,
 } from '../../src/stores/drizzle'
 import { mysqlUrl } from '../support/env'
-import { useMySql } from './dialects'
+import { normalizeDdl, shippedStatements, useMySql } from './dialects'
 import { claimInput } from './drizzle-fixtures'
 
 const skipped = mysqlUrl ? '' : ' (skipped: MYSQL_URL is not set)'
 
-/** DDL with formatting and quoting taken out, one statement per entry. */
-const normalize = (statements: string[]) =>
-  statements
-    .map((statement) =>
-      statement
-        .replaceAll('`', '')
-        .replaceAll('IF NOT EXISTS ', '')
-        .replace(/\s+/g, ' ')
-        .replace(/\s*([(),])\s*/g, '$1')
-        .trim()
-        .replace(/;$/, ''),
-    )
-    .filter((statement) => statement.length > 0)
-    .sort()
-
 describe('drizzle store on MySQL: the table', () => {
   it('the shipped schema.mysql.sql is the DDL ensureTable runs', () => {
-    const shipped = readFileSync(
-      new URL('../../src/stores/drizzle/schema.mysql.sql', import.meta.url),
-      'utf8',
+    expect(normalizeDdl(shippedStatements('schema.mysql.sql'))).toEqual(
+      normalizeDdl(createMySqlTableStatements()),
     )
-    const statements = shipped
-      .split('\n')
-      .filter((line) => !line.startsWith('--'))
-      .join('\n')
-      .split(';')
-    expect(normalize(statements)).toEqual(normalize(createMySqlTableStatements()))
   })
 
   it('drizzle-kit generates the DDL ensureTable runs, binary collation included', async () => {
@@ -52,7 +29,7 @@ describe('drizzle store on MySQL: the table', () => {
         await generateMySQLDrizzleJson({}),
         await generateMySQLDrizzleJson({ each }),
       )
-      expect(normalize(migration)).toEqual(normalize(createMySqlTableStatements(each)))
+      expect(normalizeDdl(migration)).toEqual(normalizeDdl(createMySqlTableStatements(each)))
     }
   })
 })

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api'
 import { describeStoreConformance } from 'idempotent-mutations/testing'
 import { describe, expect, it } from 'vitest'
@@ -13,6 +12,8 @@ import {
 import {
   drizzleBetterSqlite3,
   drizzleLibsql,
+  normalizeDdl,
+  shippedStatements,
   sqliteTables,
   statementLog,
   useSqliteFolder,
@@ -20,34 +21,11 @@ import {
 import { claimInput } from './drizzle-fixtures'
 import { betterSqlite3 } from './sqlite-binding'
 
-/** DDL with formatting and quoting taken out, one statement per entry. */
-const normalize = (statements: string[]) =>
-  statements
-    .map((statement) =>
-      statement
-        .replaceAll('`', '')
-        .replaceAll('"', '')
-        .replaceAll('IF NOT EXISTS ', '')
-        .replace(/\s+/g, ' ')
-        .replace(/\s*([(),])\s*/g, '$1')
-        .trim()
-        .replace(/;$/, ''),
-    )
-    .filter((statement) => statement.length > 0)
-    .sort()
-
 describe('drizzle store on SQLite: the table', () => {
   it('the shipped schema.sqlite.sql is the DDL ensureTable runs', () => {
-    const shipped = readFileSync(
-      new URL('../../src/stores/drizzle/schema.sqlite.sql', import.meta.url),
-      'utf8',
+    expect(normalizeDdl(shippedStatements('schema.sqlite.sql'))).toEqual(
+      normalizeDdl(createSQLiteTableStatements()),
     )
-    const statements = shipped
-      .split('\n')
-      .filter((line) => !line.startsWith('--'))
-      .join('\n')
-      .split(';')
-    expect(normalize(statements)).toEqual(normalize(createSQLiteTableStatements()))
   })
 
   it('drizzle-kit generates the DDL ensureTable runs', async () => {
@@ -56,7 +34,7 @@ describe('drizzle store on SQLite: the table', () => {
         await generateSQLiteDrizzleJson({}),
         await generateSQLiteDrizzleJson({ each }),
       )
-      expect(normalize(migration)).toEqual(normalize(createSQLiteTableStatements(each)))
+      expect(normalizeDdl(migration)).toEqual(normalizeDdl(createSQLiteTableStatements(each)))
     }
   })
 })

@@ -30,10 +30,32 @@ export function standingRecord(
   }
 }
 
+/** A record's fields less scope and key, from `row` at `at` onwards, in the record's column order. */
+function fieldsAt(row: Row, at: number): Omit<IdempotencyRecord, 'scope' | 'key'> {
+  return {
+    fingerprint: row[at] as string,
+    status: row[at + 1] as RecordStatus,
+    response: row[at + 2] as string | null,
+    leaseToken: row[at + 3] as string,
+    lockedUntil: Number(row[at + 4]),
+    expiresAt: Number(row[at + 5]),
+  }
+}
+
+/**
+ * A claim row as PostgreSQL's claim statements return it: `state`, then the standing record's
+ * fields (null when it claimed), then the server's `now`. Undefined for no row.
+ */
+export function claimRowOf(row: Row | undefined): ClaimRow | undefined {
+  if (row === undefined) return undefined
+  return { state: Number(row[0]), ...fieldsAt(row, 1), now: Number(row[7]) }
+}
+
 /**
  * A claim row from a row that holds a whole record as it stands after the claim's statement
  * (`fingerprint, status, response, lease_token, locked_until, expires_at, now`), as the MySQL
- * and SQLite claims return it: the caller's lease token in it means the claim won.
+ * and SQLite claims return it: the caller's lease token in it means the claim won (`won`: 1,
+ * or 2 for a takeover).
  */
 export function claimRowOfRecord(
   row: Row | undefined,
@@ -41,31 +63,12 @@ export function claimRowOfRecord(
   won: 1 | 2 = 1,
 ): ClaimRow | undefined {
   if (row === undefined) return undefined
-  const [fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
-  return {
-    state: leaseToken === input.leaseToken ? won : 0,
-    fingerprint: fingerprint as string,
-    status: status as RecordStatus,
-    response: response as string | null,
-    leaseToken: leaseToken as string,
-    lockedUntil: Number(lockedUntil),
-    expiresAt: Number(expiresAt),
-    now: Number(now),
-  }
+  const fields = fieldsAt(row, 0)
+  return { state: fields.leaseToken === input.leaseToken ? won : 0, ...fields, now: Number(row[6]) }
 }
 
-/** The record `get` selects: `scope, key, fingerprint, status, response, lease_token, locked_until, expires_at`. */
+/** The record `get` selects: `scope, key`, then the fields in the record's column order. */
 export function recordOf(row: Row | undefined): IdempotencyRecord | undefined {
   if (row === undefined) return undefined
-  const [scope, key, fingerprint, status, response, leaseToken, lockedUntil, expiresAt] = row
-  return {
-    scope: scope as string,
-    key: key as string,
-    fingerprint: fingerprint as string,
-    status: status as RecordStatus,
-    response: response as string | null,
-    leaseToken: leaseToken as string,
-    lockedUntil: Number(lockedUntil),
-    expiresAt: Number(expiresAt),
-  }
+  return { scope: row[0] as string, key: row[1] as string, ...fieldsAt(row, 2) }
 }

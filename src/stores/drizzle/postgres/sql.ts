@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
 import { getTableConfig } from 'drizzle-orm/pg-core'
-import type { RecordStatus } from '../../../store'
-import type { ClaimRow } from '../rows'
+import { claimRowOf } from '../rows'
 import { buildStatement, type Row } from '../runner'
 import { type IdempotencyTable, idempotencyKeys } from '../table'
 
@@ -273,22 +272,6 @@ function boundedInsertOrRead(t: string, p: (field: string) => string): string {
 
 const boundedLockTimeout = (p: (field: string) => string) =>
   `select set_config('lock_timeout', ${p('lockWait')}, true)`
-
-/** A claim row as the claim statements return it, or undefined for no row. */
-export function claimRowOf(row: Row | undefined): ClaimRow | undefined {
-  if (row === undefined) return undefined
-  const [state, fingerprint, status, response, leaseToken, lockedUntil, expiresAt, now] = row
-  return {
-    state: Number(state),
-    fingerprint: fingerprint as string,
-    status: status as RecordStatus,
-    response: response as string | null,
-    leaseToken: leaseToken as string,
-    lockedUntil: Number(lockedUntil),
-    expiresAt: Number(expiresAt),
-    now: Number(now),
-  }
-}
 
 /** The bounded claim's row: a claim row, whether it read one, and the caller's `lock_timeout`. */
 export function boundedClaimRowOf(row: Row | undefined) {

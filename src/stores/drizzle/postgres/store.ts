@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { getTableConfig } from 'drizzle-orm/pg-core'
 import type { IdempotencyStore, StoreTransaction } from '../../../store'
-import { recordOf } from '../rows'
+import { claimRowOf, recordOf } from '../rows'
 import { clientOf, drizzleLoggerOf, type StatementRunner } from '../runner'
 import { postgresErrorCode, type SqlDialect, sqlStore } from '../store'
 import { type IdempotencyTable, idempotencyKeys } from '../table'
@@ -10,7 +10,6 @@ import { directRunnerFor, drizzleRunner } from './drivers'
 import { pgliteClientOf, pgliteRunner } from './pglite'
 import {
   alreadyCreated,
-  claimRowOf,
   createTableStatements,
   type PostgresStatements,
   postgresStatements,

@@ -6,6 +6,7 @@ import type {
   TransactionClaimResult,
 } from '../../../store'
 import { claimInPhases } from '../claim'
+import { claimRowOf } from '../rows'
 import { drizzleLoggerOf, type StatementRunner, sessionClientOf } from '../runner'
 import { postgresErrorCode } from '../store'
 import {
@@ -17,7 +18,7 @@ import {
 } from './connections'
 import { directRunnerFor, drizzleRunner } from './drivers'
 import { type PGliteRunner, pgliteTransactionOf } from './pglite'
-import { boundedClaimRowOf, claimRowOf, type PostgresStatements } from './sql'
+import { boundedClaimRowOf, type PostgresStatements } from './sql'
 
 /*
  * Transactional mode on PostgreSQL: the claim, the handler's writes and the completion are
