@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import { generateMySQLDrizzleJson, generateMySQLMigration } from 'drizzle-kit/api'
 import { getTableConfig } from 'drizzle-orm/mysql-core'
+import { drizzle } from 'drizzle-orm/mysql2'
 import { describeStoreConformance } from 'idempotent-mutations/testing'
-import { describe, expect, it } from 'vitest'
+import mysql2 from 'mysql2/promise'
+import { describe, expect, expectTypeOf, it } from 'vitest'
 import { createIdempotency } from '../../src'
 import {
+  createDrizzleStore,
   createMySqlTableStatements,
+  type DrizzleMySqlStore,
   defineMySqlIdempotencyTable,
   mysqlIdempotencyKeys,
 } from '../../src/stores/drizzle'
@@ -16,6 +20,14 @@ import { claimInput } from './drizzle-fixtures'
 const skipped = mysqlUrl ? '' : ' (skipped: MYSQL_URL is not set)'
 
 describe('drizzle store on MySQL: the table', () => {
+  it('createDrizzleStore over a mysql2 database is a MySQL store, typed as one', async () => {
+    const pool = mysql2.createPool({ uri: 'mysql://root@127.0.0.1:1/none' })
+    const store = createDrizzleStore(drizzle({ client: pool }))
+    expectTypeOf(store).toEqualTypeOf<DrizzleMySqlStore>()
+    expect(store.table).toBe(mysqlIdempotencyKeys)
+    await pool.end()
+  })
+
   it('the shipped schema.mysql.sql is the DDL ensureTable runs', () => {
     expect(normalizeDdl(shippedStatements('schema.mysql.sql'))).toEqual(
       normalizeDdl(createMySqlTableStatements()),

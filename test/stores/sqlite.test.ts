@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto'
+import { createClient } from '@libsql/client'
 import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api'
 import { describeStoreConformance } from 'idempotent-mutations/testing'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, expectTypeOf, it } from 'vitest'
 import { createIdempotency } from '../../src'
 import {
+  createDrizzleStore,
   createSQLiteTableStatements,
   type DrizzleSQLiteDatabase,
+  type DrizzleSQLiteStore,
   defineSQLiteIdempotencyTable,
   sqliteIdempotencyKeys,
 } from '../../src/stores/drizzle'
@@ -22,6 +25,12 @@ import { claimInput } from './drizzle-fixtures'
 import { betterSqlite3 } from './sqlite-binding'
 
 describe('drizzle store on SQLite: the table', () => {
+  it('createDrizzleStore over a libSQL database is a SQLite store, typed as one', () => {
+    const store = createDrizzleStore(drizzleLibsql({ client: createClient({ url: ':memory:' }) }))
+    expectTypeOf(store).toEqualTypeOf<DrizzleSQLiteStore>()
+    expect(store.table).toBe(sqliteIdempotencyKeys)
+  })
+
   it('the shipped schema.sqlite.sql is the DDL ensureTable runs', () => {
     expect(normalizeDdl(shippedStatements('schema.sqlite.sql'))).toEqual(
       normalizeDdl(createSQLiteTableStatements()),

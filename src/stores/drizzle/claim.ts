@@ -37,7 +37,14 @@ export interface ClaimPhases {
 }
 
 /**
- * A claim, in phases: `insertOrRead` answers it, except for a record to overwrite or take over,
+ * A claim, in phases, on every dialect. A record's life (times from the database's clock):
+ *
+ *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
+ *                        │    │                                                  ▲
+ *                        │    └──release(token)──▶ (absent)                       │
+ *                        └──locked_until passes, same fingerprint──▶ claim = takeover
+ *
+ * `insertOrRead` answers the claim, except for a record to overwrite or take over,
  * which `underLock` decides; a phase that read no row starts the claim again, and the next
  * snapshot has the record. `attempt` and `underLock` in the answer say which phase gave it
  * (transactional mode restores a setting unless the first one did).

@@ -84,12 +84,8 @@ export function mysqlStatements(table: MySqlIdempotencyTable, returning: boolean
 }
 
 /*
- * The claim on MySQL and MariaDB. A record's life (times from the server's clock):
- *
- *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
- *                        │    │                                                  ▲
- *                        │    └──release(token)──▶ (absent)                       │
- *                        └──locked_until passes, same fingerprint──▶ claim = takeover
+ * The claim on MySQL and MariaDB, in the two phases of ../claim.ts (where the record's life
+ * is drawn).
  *
  * 1. INSERT … ON DUPLICATE KEY UPDATE (insertOrOverwrite) inserts a fresh in-progress record,
  *    or overwrites a record past expires_at, or leaves the standing one as it is; MariaDB

@@ -171,12 +171,8 @@ function insertOrRead(t: string, p: (field: string) => string): string {
  * The claim under the row lock: the second phase of a claim, for a record the first read as
  * expired, or as in progress under a lease that ran out with the same payload
  * (`claimsUnderLock` in ../claim.ts, which must agree with this statement's WHERE). It decides
- * overwrite and takeover atomically. A record's life (times from the server's clock):
- *
- *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
- *                        │    │                                                  ▲
- *                        │    └──release(token)──▶ (absent)                       │
- *                        └──locked_until passes, same fingerprint──▶ claim = takeover
+ * overwrite and takeover atomically (the record's life is drawn above `claimInPhases` in
+ * ../claim.ts).
  *
  * INSERT … ON CONFLICT DO UPDATE … WHERE decides atomically under the row lock:
  * - no row: the INSERT writes a fresh in_progress record (claimed).

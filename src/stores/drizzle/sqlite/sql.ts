@@ -40,12 +40,7 @@ export function createSQLiteTableStatements(
 export type SQLiteStatements = ReturnType<typeof sqliteStatements>
 
 /*
- * The claim on SQLite. A record's life (times from the database's clock):
- *
- *   (absent) ──claim──▶ in_progress ──complete(token)──▶ completed ──expires_at──▶ (absent)
- *                        │    │                                                  ▲
- *                        │    └──release(token)──▶ (absent)                       │
- *                        └──locked_until passes, same fingerprint──▶ claim = takeover
+ * The claim on SQLite, in the two phases of ../claim.ts (where the record's life is drawn).
  *
  * SQLite runs one write at a time (a database-wide lock), so each statement below sees the
  * latest committed state and nothing changes under it:
