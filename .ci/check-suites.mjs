@@ -2,7 +2,7 @@
 // each, the suites that need real services ran and passed. Prints a line per leg and, last, the
 // totals over all of them.
 //   node check-suites.mjs node20 node22 graphql17:postgres
-// A leg needs [postgres] and [redis] tests; `leg:postgres` needs [postgres] only.
+// A leg needs [postgres], [redis] and [mysql] tests; `leg:postgres` needs [postgres] only.
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -12,7 +12,7 @@ const totals = { passed: 0, failed: 0, skipped: 0 }
 let failed = false
 for (const argument of process.argv.slice(2)) {
   const [name, only] = argument.split(':')
-  const required = only ? [`[${only}]`] : ['[postgres]', '[redis]']
+  const required = only ? [`[${only}]`] : ['[postgres]', '[redis]', '[mysql]']
   const file = join(folder, `test-results-${name}.json`)
   if (!existsSync(file)) {
     console.error(`CI: ${name} wrote no test report (its run did not finish)`)

@@ -74,6 +74,13 @@ const subpaths = {
       'idempotencyKeys',
       'defineIdempotencyTable',
       'createTableStatements',
+      'mysqlIdempotencyKeys',
+      'defineMySqlIdempotencyTable',
+      'createMySqlTableStatements',
+      'sqliteIdempotencyKeys',
+      'defineSQLiteIdempotencyTable',
+      'createSQLiteTableStatements',
+      'TransactionalModeUnsupportedError',
     ],
   },
   './redis': {
@@ -104,6 +111,17 @@ const subpaths = {
     names: ['idempotencyLink', 'idempotencyHeaders', 'defaultRetryOn'],
   },
 }
+
+/** Each dialect's exported table and the SQL file shipped for it. */
+const drizzleTables = [
+  { dialect: 'postgresql', table: 'idempotencyKeys', file: 'src/stores/drizzle/schema.sql' },
+  { dialect: 'mysql', table: 'mysqlIdempotencyKeys', file: 'src/stores/drizzle/schema.mysql.sql' },
+  {
+    dialect: 'sqlite',
+    table: 'sqliteIdempotencyKeys',
+    file: 'src/stores/drizzle/schema.sqlite.sql',
+  },
+]
 
 const log = (line) => console.log(`[pack:check] ${line}`)
 const fail = (message) => {
@@ -184,7 +202,7 @@ try {
   const packedFiles = packed.files.map((file) => file.path)
   for (const required of [
     'package.json',
-    'src/stores/drizzle/schema.sql',
+    ...drizzleTables.map(({ file }) => file),
     'README.md',
     'LICENSE',
   ]) {
@@ -192,7 +210,7 @@ try {
   }
   const leaked = packedFiles.filter(
     (file) =>
-      !/^(dist\/|src\/stores\/drizzle\/schema\.sql$|README\.md$|package\.json$|LICENSE$)/.test(
+      !/^(dist\/|src\/stores\/drizzle\/schema(\.mysql|\.sqlite)?\.sql$|README\.md$|package\.json$|LICENSE$)/.test(
         file,
       ),
   )
@@ -317,45 +335,54 @@ console.log('require: ' + JSON.parse(process.argv[2]).length + ' subpaths')
     fail(`require() from a CommonJS file: ${error.stderr || error.message}`)
   }
 
-  // 7. drizzle-kit's CLI loads the schema with require: a CommonJS project and an ESM one.
+  // 7. drizzle-kit's CLI loads the schema with require: a CommonJS project and an ESM one, for
+  //    each dialect's table; what it generates is the shipped SQL file of that dialect.
   if (specifiers.includes(`${pkg.name}/drizzle`)) {
-    const expected = normalizeSql(readFileSync(join(root, 'src/stores/drizzle/schema.sql'), 'utf8'))
-    for (const type of ['commonjs', 'module']) {
-      const project = join(consumer, `drizzle-kit-${type}`)
-      mkdirSync(project)
-      writeFileSync(join(project, 'package.json'), JSON.stringify({ private: true, type }))
-      writeFileSync(
-        join(project, 'schema.ts'),
-        `export { idempotencyKeys } from '${pkg.name}/drizzle'\n`,
-      )
-      try {
-        run(
-          process.execPath,
-          [
-            join(consumer, 'node_modules/drizzle-kit/bin.cjs'),
-            'generate',
-            '--dialect',
-            'postgresql',
-            '--schema',
-            './schema.ts',
-            '--out',
-            './migrations',
-          ],
-          project,
+    for (const { dialect, table, file } of drizzleTables) {
+      const expected = normalizeSql(readFileSync(join(root, file), 'utf8'))
+      for (const type of ['commonjs', 'module']) {
+        const project = join(consumer, `drizzle-kit-${dialect}-${type}`)
+        mkdirSync(project)
+        writeFileSync(join(project, 'package.json'), JSON.stringify({ private: true, type }))
+        writeFileSync(
+          join(project, 'schema.ts'),
+          `export { ${table} } from '${pkg.name}/drizzle'\n`,
         )
-      } catch (error) {
-        fail(`drizzle-kit generate (${type}): ${error.stdout}${error.stderr || error.message}`)
-      }
-      const migration = readdirSync(join(project, 'migrations')).find((file) =>
-        file.endsWith('.sql'),
-      )
-      if (!migration) fail(`drizzle-kit generate (${type}) wrote no migration`)
-      const generated = normalizeSql(readFileSync(join(project, 'migrations', migration), 'utf8'))
-      if (generated !== expected) {
-        fail(`drizzle-kit (${type}) generated:\n${generated}\nschema.sql has:\n${expected}`)
+        try {
+          run(
+            process.execPath,
+            [
+              join(consumer, 'node_modules/drizzle-kit/bin.cjs'),
+              'generate',
+              '--dialect',
+              dialect,
+              '--schema',
+              './schema.ts',
+              '--out',
+              './migrations',
+            ],
+            project,
+          )
+        } catch (error) {
+          fail(
+            `drizzle-kit generate (${dialect}, ${type}): ${error.stdout}${error.stderr || error.message}`,
+          )
+        }
+        const migration = readdirSync(join(project, 'migrations')).find((name) =>
+          name.endsWith('.sql'),
+        )
+        if (!migration) fail(`drizzle-kit generate (${dialect}, ${type}) wrote no migration`)
+        const generated = normalizeSql(readFileSync(join(project, 'migrations', migration), 'utf8'))
+        if (generated !== expected) {
+          fail(
+            `drizzle-kit (${dialect}, ${type}) generated:\n${generated}\n${file} has:\n${expected}`,
+          )
+        }
       }
     }
-    log('drizzle-kit generate loaded the table in a CommonJS and an ESM project: schema.sql')
+    log(
+      `drizzle-kit generate loaded each dialect's table in a CommonJS and an ESM project: ${drizzleTables.map(({ file }) => file.split('/').pop()).join(', ')}`,
+    )
   }
 
   // 8. TypeScript, under the settings users compile with.
@@ -505,6 +532,7 @@ function typeCheck(folder, label, files, compilerOptions) {
 function normalizeSql(text) {
   return text
     .replace(/--.*$/gm, '')
+    .replace(/[`"]/g, '')
     .replaceAll(' IF NOT EXISTS', '')
     .replace(/USING btree /g, '')
     .replace(/\s+/g, ' ')

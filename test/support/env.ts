@@ -1,6 +1,8 @@
 /** Which real services this run talks to; suites that need a missing one are skipped. */
 export const databaseUrl = process.env.DATABASE_URL || undefined
 export const redisUrl = process.env.REDIS_URL || undefined
+/** MySQL or MariaDB for the Drizzle store's MySQL dialect (`mysql://root@127.0.0.1:3306/test`). */
+export const mysqlUrl = process.env.MYSQL_URL || undefined
 
 /** What every test schema's name ends with: `_p` and the pid of the test process that owns it. */
 export const testSchemaSuffix = /_p([0-9]+)$/

@@ -1,7 +1,7 @@
 import postgres from 'postgres'
 import { ownPostgresMissing } from '../reliability/fixtures/own-postgres'
 import { ownRedisMissing } from '../reliability/fixtures/own-redis'
-import { databaseUrl, redisUrl, testSchemaSuffix } from './env'
+import { databaseUrl, mysqlUrl, redisUrl, testSchemaSuffix } from './env'
 
 /**
  * Prints, once per run, which service-backed suites run and which are skipped, and drops the
@@ -14,6 +14,7 @@ export default async function setup(): Promise<void> {
     databaseUrl ? 'PostgreSQL' : 'PostgreSQL (DATABASE_URL not set)',
   )
   ;(redisUrl ? ran : skipped).push(redisUrl ? 'Redis' : 'Redis (REDIS_URL not set)')
+  ;(mysqlUrl ? ran : skipped).push(mysqlUrl ? 'MySQL' : 'MySQL (MYSQL_URL not set)')
   // The fault suite runs servers of its own, from the installed binaries.
   if (databaseUrl && ownPostgresMissing) skipped.push(`the fault suite (${ownPostgresMissing})`)
   else if (databaseUrl && ownRedisMissing) {
@@ -24,6 +25,25 @@ export default async function setup(): Promise<void> {
     : `[idempotent-mutations tests] stores: ${ran.join(', ')}; no suite skipped`
   console.log(line)
   if (databaseUrl) await dropOrphanedSchemas(databaseUrl)
+  if (mysqlUrl) await dropOrphanedMySqlTables(mysqlUrl)
+}
+
+/** Drops `im_…_p<pid>_<n>` tables (see test/stores/dialects.ts) whose process no longer runs. */
+async function dropOrphanedMySqlTables(url: string): Promise<void> {
+  const mysql = await import('mysql2/promise')
+  const connection = await mysql.createConnection(url)
+  try {
+    const [rows] = await connection.query<import('mysql2').RowDataPacket[]>(
+      "select table_name as name from information_schema.tables where table_schema = database() and table_name like 'im\\_%'",
+    )
+    for (const { name } of rows) {
+      const pid = /_p([0-9]+)_[0-9]+$/.exec(String(name))?.[1]
+      if (pid === undefined || isRunning(Number(pid))) continue
+      await connection.query(`drop table if exists \`${name}\``)
+    }
+  } finally {
+    await connection.end()
+  }
 }
 
 /** Drops `im_…_p<pid>` schemas (see testSchema) whose process no longer runs. */

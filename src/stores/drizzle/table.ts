@@ -45,6 +45,20 @@ export type IdempotencyTable = ReturnType<typeof build<string>>
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/
 
 /**
+ * `name`, if it can name a records table on every dialect. Names go into DDL and statement
+ * names: keep them to plain identifiers (63 bytes is Postgres' limit, 64 MySQL's, and the index
+ * name adds a suffix to the table name).
+ */
+export function checkedTableName(name: string): string {
+  if (!identifier.test(name) || name.length > 45) {
+    throw new TypeError(
+      `idempotent-mutations: the table name must be a plain SQL identifier of at most 45 characters (got ${JSON.stringify(name)})`,
+    )
+  }
+  return name
+}
+
+/**
  * Defines the records table under your own name and, optionally, Postgres schema, so it can sit
  * in your drizzle-kit schema next to your business tables. Pass the result to
  * `createDrizzleStore(db, { table })`.
@@ -57,14 +71,7 @@ export function defineIdempotencyTable(
   name: string = defaultIdempotencyTableName,
   schema?: string,
 ): IdempotencyTable {
-  // Names go into DDL and prepared-statement names: keep them to plain identifiers (63 bytes
-  // is Postgres' limit, and the index name adds a suffix to the table name).
-  if (!identifier.test(name) || name.length > 45) {
-    throw new TypeError(
-      `idempotent-mutations: the table name must be a plain SQL identifier of at most 45 characters (got ${JSON.stringify(name)})`,
-    )
-  }
-  if (schema === undefined) return build(name)
+  if (schema === undefined) return build(checkedTableName(name))
   if (!identifier.test(schema)) {
     throw new TypeError(
       `idempotent-mutations: the schema name must be a plain SQL identifier (got ${JSON.stringify(schema)})`,
@@ -72,7 +79,12 @@ export function defineIdempotencyTable(
   }
   // A schema-qualified table differs from a public one only in its schema tag, which the store
   // reads back at run time (getTableConfig): the column types are the same.
-  return pgSchema(schema).table(name, columns(), constraints(name)) as unknown as IdempotencyTable
+  const checked = checkedTableName(name)
+  return pgSchema(schema).table(
+    checked,
+    columns(),
+    constraints(checked),
+  ) as unknown as IdempotencyTable
 }
 
 /**
