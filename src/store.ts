@@ -15,7 +15,6 @@
  */
 
 // The one value here, for src/stores/drizzle/store.ts until it imports it from ./stores/record.
-export { claimedRecord } from './stores/record'
 
 export type RecordStatus = 'in_progress' | 'completed'
 

@@ -101,6 +101,7 @@ export interface AdapterSettings<TFailure, TTransaction = unknown> {
  * every diagnostic. An engine that does not expose one logs to the console, prefixed.
  */
 export function engineLogger(idempotency: Idempotency<unknown>): Logger {
+  // An engine made by another copy of the library, or a hand-written stand-in, may have none.
   return (idempotency as { logger?: Logger | undefined }).logger ?? defaultLogger
 }
 

@@ -3,6 +3,7 @@
  * (./claim.ts), the leases (./lease.ts, ./transactional.ts) and the outcome codec
  * (./outcome.ts), each on the engine context (./context.ts) made here from the options.
  */
+import { runUnderLease } from '../settle'
 import { begin } from './claim'
 import { createEngineContext, type EngineContext } from './context'
 import { unkeyedContext } from './lease'
@@ -34,6 +35,7 @@ export function createIdempotency<TTransaction = unknown>(
       background.close()
     },
     store,
+    logger: context.logger,
     transactional: context.transactional,
     required: context.required,
   }
@@ -59,29 +61,17 @@ async function execute<TTransaction, T>(
     throw (request.deserializeError ?? defaultDeserializeError)(outcome.error)
   }
   const { lease } = attempt
-  let value: T
-  try {
-    value = await handler(lease)
-  } catch (error) {
-    let errorData: unknown
-    let recorded = false
-    try {
-      recorded = (request.storeErrors ?? context.storeErrors)(error)
-      if (recorded) errorData = (request.serializeError ?? defaultSerializeError)(error)
-    } catch (policyError) {
-      // A throwing policy must not leave the lease (in transactional mode, a transaction
-      // and its connection) unsettled: the key is released, and the handler's error stands.
+  // A throwing policy must not leave the lease (in transactional mode, a transaction and its
+  // connection) unsettled: the key is released, and the handler's error stands.
+  const value = await runUnderLease(lease, () => handler(lease), {
+    storeErrors: request.storeErrors ?? context.storeErrors,
+    serializeError: request.serializeError ?? defaultSerializeError,
+    onPolicyError: (thrown) =>
       context.logger.error(
         `storeErrors or serializeError threw for operation ${request.operation}`,
-        policyError,
-      )
-      recorded = false
-    }
-    if (recorded) await lease.completeWithError(errorData)
-    else await lease.release()
-    throw error
-  }
-  await lease.complete(value)
+        thrown,
+      ),
+  })
   return { value, replayed: false }
 }
 

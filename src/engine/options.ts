@@ -6,28 +6,19 @@
 import { type Codec, defaultCodec } from '../codec'
 import { type Duration, toMilliseconds } from '../duration'
 import { defaultReplayCacheOptions, ReplayCache, type ReplayCacheOptions } from '../replay-cache'
+import { defaultStoreErrors } from '../settle'
 import type { IdempotencyStore } from '../store'
 import { boundOf } from './bounded'
 import type { IdempotencyEvent, Logger } from './types'
 
 const logPrefix = '[idempotent-mutations]'
 
+export { defaultStoreErrors }
+
 /** Writes warnings and errors to the console under a fixed prefix. */
 export const defaultLogger: Logger = {
   warn: (message, ...details) => console.warn(`${logPrefix} ${message}`, ...details),
   error: (message, ...details) => console.error(`${logPrefix} ${message}`, ...details),
-}
-
-/**
- * The engine's default failure policy: an error that carries an HTTP-like `status` (or
- * `statusCode`) in 4xx, other than 408, 409 and 429, is deterministic and recorded; anything
- * else releases the key so a retry can run again.
- */
-export function defaultStoreErrors(error: unknown): boolean {
-  if (error === null || typeof error !== 'object') return false
-  const { status, statusCode } = error as { status?: unknown; statusCode?: unknown }
-  const code = typeof status === 'number' ? status : statusCode
-  return typeof code === 'number' && code >= 400 && code < 500 && ![408, 409, 429].includes(code)
 }
 
 export interface IdempotencyOptions<TTransaction = unknown> {

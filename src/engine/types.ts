@@ -167,4 +167,6 @@ export interface Idempotency<TTransaction = unknown> {
   readonly transactional?: boolean | undefined
   /** The engine's `required` option: whether an operation without a key is refused by default. */
   readonly required?: boolean | undefined
+  /** The engine's `logger` option (or the default): adapters log through it. */
+  readonly logger: Logger
 }

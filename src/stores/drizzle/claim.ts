@@ -1,4 +1,5 @@
-import { type ClaimInput, type ClaimResult, claimedRecord } from '../../store'
+import type { ClaimInput, ClaimResult } from '../../store'
+import { claimedRecord } from '../record'
 import { type ClaimRow, standingRecord } from './rows'
 
 /**
