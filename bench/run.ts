@@ -6,6 +6,8 @@
  *   DATABASE_URL=... REDIS_URL=... npm run bench
  *                                      + Drizzle store on PostgreSQL, Redis side by side,
  *                                        HTTP on PostgreSQL instead of PGlite
+ *   MYSQL_URL=... npm run bench        + Drizzle store on MariaDB (SQLite through libSQL and
+ *                                        better-sqlite3 runs always, on a file of its own)
  *   npm run bench -- --quick           a few operations of each, to check the script runs
  *                                      (prints, writes no results)
  *   npm run bench -- --only=engine,http   some sections only (engine, drizzle, redis, http)
@@ -17,7 +19,8 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { type BuiltLibrary, buildLibrary, loadSources } from './lib/build'
-import { openDatabase } from './lib/database'
+import { type Database, openDatabase } from './lib/database'
+import { type DialectName, dialectMissing, openDialect } from './lib/dialects'
 import { describeMachine } from './lib/machine'
 import { checkTargets, type Results, toMarkdown } from './lib/report'
 import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
@@ -45,9 +48,11 @@ const wanted = (section: Section) => only === undefined || only.includes(section
 
 const databaseUrl = process.env.DATABASE_URL || undefined
 const redisUrl = process.env.REDIS_URL || undefined
+const mysqlUrl = process.env.MYSQL_URL || undefined
 for (const [name, url] of [
   ['DATABASE_URL', databaseUrl],
   ['REDIS_URL', redisUrl],
+  ['MYSQL_URL', mysqlUrl],
 ] as const) {
   // The bench opens servers and floods them: never anything but this machine.
   if (url && !/^[a-z]+:\/\/([^@/]*@)?(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/.test(url)) {
@@ -110,7 +115,12 @@ async function main(): Promise<void> {
     machine,
     mode: quick ? 'quick' : 'full',
     measured: fromSource ? 'source' : 'build',
-    backends: { pglite: true, postgres: Boolean(databaseUrl), redis: Boolean(redisUrl) },
+    backends: {
+      pglite: true,
+      postgres: Boolean(databaseUrl),
+      redis: Boolean(redisUrl),
+      mariadb: Boolean(mysqlUrl),
+    },
     drizzle: [],
   }
   try {
@@ -123,11 +133,27 @@ async function main(): Promise<void> {
       )
     }
     if (wanted('drizzle')) {
-      for (const backend of databaseUrl
-        ? (['pglite', 'postgres'] as const)
-        : (['pglite'] as const)) {
+      const backends = [
+        'pglite',
+        ...(databaseUrl ? ['postgres'] : []),
+        'mariadb',
+        'libsql',
+        'better-sqlite3',
+      ] as const
+      for (const backend of backends as readonly Database['backend'][]) {
+        const missing =
+          backend === 'pglite' || backend === 'postgres'
+            ? undefined
+            : dialectMissing(backend as DialectName, mysqlUrl)
+        if (missing) {
+          log(`Drizzle store on ${backend}: skipped (${missing})`)
+          continue
+        }
         log(`Drizzle store on ${backend} ...`)
-        const database = await openDatabase(backend, databaseUrl)
+        const database =
+          backend === 'pglite' || backend === 'postgres'
+            ? await openDatabase(backend, databaseUrl)
+            : await openDialect(backend as DialectName, mysqlUrl)
         try {
           const result = await benchDrizzle(lib, database, budgets.drizzle)
           results.drizzle.push(result)

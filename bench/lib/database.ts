@@ -1,21 +1,32 @@
 /**
  * The databases the bench runs on: embedded PGlite always, real PostgreSQL (postgres.js) when
- * DATABASE_URL is set. Every run works in its own schema, `im_bench_<pid>`, dropped at the end:
- * other people's tests share the database and their tables are never touched.
+ * DATABASE_URL is set; the other dialects of the Drizzle store in ./dialects.ts. Every run works
+ * in its own schema, `im_bench_<pid>`, dropped at the end: other people's tests share the
+ * database and their tables are never touched.
  */
 import { PGlite } from '@electric-sql/pglite'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
-import type { DrizzlePgDatabase } from '../../src/stores/drizzle'
+import type {
+  DrizzleMySqlDatabase,
+  DrizzlePgDatabase,
+  DrizzleSQLiteDatabase,
+} from '../../src/stores/drizzle'
+import type { Library } from './build'
 import type { Counter } from './peers'
 
-export type BackendName = 'pglite' | 'postgres'
+export type BackendName = 'pglite' | 'postgres' | 'mariadb' | 'libsql' | 'better-sqlite3'
+
+/** A records table of the backend's dialect, named `name` in this run's own schema or file. */
+export type TableOf = (drizzle: Library['drizzle'], name: string) => { table: object }
 
 export interface Database {
   backend: BackendName
   /** The drizzle database handed to the store; every statement it sends adds one to `statements`. */
-  db: DrizzlePgDatabase
+  db: DrizzlePgDatabase | DrizzleMySqlDatabase | DrizzleSQLiteDatabase
+  /** The store's options for a records table of this dialect. */
+  table: TableOf
   /** SQL statements sent through `db` (counted by a drizzle logger). */
   statements: Counter
   /** Runs one parameterized statement on the same connection(s), outside drizzle. */
@@ -24,24 +35,27 @@ export interface Database {
   schema: string
   /** Connections in the pool (1 for PGlite, which runs one statement at a time). */
   poolSize: number
-  /** Server settings that decide whether a commit is durable. */
+  /** Server settings that decide whether a commit is durable, and the server's version. */
   settings: Record<string, string>
   close(): Promise<void>
 }
+
+/** A PostgreSQL backend: PGlite or a real server. */
+export type PgDatabase = Database & { db: DrizzlePgDatabase }
 
 export const schemaName = `im_bench_${process.pid}`
 
 export async function openDatabase(
   backend: BackendName,
   databaseUrl: string | undefined,
-): Promise<Database> {
+): Promise<PgDatabase> {
   const statements: Counter = { count: 0 }
   const logger = {
     logQuery() {
       statements.count++
     },
   }
-  let database: Omit<Database, 'settings'>
+  let database: Omit<PgDatabase, 'settings' | 'table'>
   if (backend === 'pglite') {
     const client = new PGlite()
     database = {
@@ -79,6 +93,7 @@ export async function openDatabase(
   }
   return {
     ...database,
+    table: (drizzle, name) => ({ table: drizzle.defineIdempotencyTable(name, schemaName) }),
     settings,
     close: async () => {
       await database.query(`drop schema if exists "${schemaName}" cascade`)

@@ -11,7 +11,7 @@ export interface Results {
   mode: 'full' | 'quick'
   /** What the package was measured as: the tsup build, or the sources through tsx. */
   measured: 'build' | 'source'
-  backends: { pglite: boolean; postgres: boolean; redis: boolean }
+  backends: { pglite: boolean; postgres: boolean; redis: boolean; mariadb: boolean }
   durationSeconds: number
   engine?: EngineResult
   drizzle: DrizzleResult[]
@@ -196,7 +196,12 @@ export function toMarkdown(results: Results): string {
       '',
       `## Drizzle store on ${drizzle.backend}`,
       '',
-      `Pool: ${drizzle.poolSize} connection(s) · synchronous_commit=${drizzle.settings.synchronous_commit}, fsync=${drizzle.settings.fsync} · server ${drizzle.settings.server_version} · SQL statements per first execution: ${drizzle.statementsPerOp.firstExecution}, per replay: ${drizzle.statementsPerOp.replay} (${drizzle.statementsPerOp.cachedReplay} from the replay cache)`,
+      `Pool: ${drizzle.poolSize} connection(s) · ${Object.entries(drizzle.settings)
+        .filter(([name]) => name !== 'server_version')
+        .map(([name, value]) => `${name}=${value}`)
+        .join(
+          ', ',
+        )} · server ${drizzle.settings.server_version} · SQL statements per first execution: ${drizzle.statementsPerOp.firstExecution}, per replay: ${drizzle.statementsPerOp.replay} (${drizzle.statementsPerOp.cachedReplay} from the replay cache)`,
       '',
       table(['one caller', 'p50 ms', 'p99 ms', 'ops/s', 'CPU µs/op'], latencyRows(drizzle.latency)),
       '',

@@ -1,5 +1,6 @@
 /**
- * The Drizzle store on one backend (PGlite, or PostgreSQL through postgres.js): latency and
+ * The Drizzle store on one backend (PGlite, PostgreSQL through postgres.js, MariaDB through
+ * mysql2, SQLite through libSQL or better-sqlite3): latency and
  * SQL statements of a first execution (claim + complete) and of a replay, throughput with 1, 16
  * and 64 distinct keys in flight, and a storm of callers on one key.
  */
@@ -41,8 +42,10 @@ export async function benchDrizzle(
   database: Database,
   budgets: DrizzleBudgets,
 ): Promise<DrizzleResult> {
-  const table = lib.drizzle.defineIdempotencyTable('records', database.schema)
-  const store = lib.drizzle.createDrizzleStore(database.db, { table })
+  const store = lib.drizzle.createDrizzleStore(
+    database.db as never,
+    database.table(lib.drizzle, 'records') as never,
+  ) as { ensureTable(): Promise<void> } & Parameters<typeof lib.core.createIdempotency>[0]['store']
   await store.ensureTable()
   const idempotency = lib.core.createIdempotency({ store })
   // What the store itself costs: every retry read from the store, not the replay cache.

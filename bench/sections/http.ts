@@ -20,7 +20,7 @@ import { createHTTPServer } from '@trpc/server/adapters/standalone'
 import { sql } from 'drizzle-orm'
 import { createSchema, createYoga } from 'graphql-yoga'
 import type { Library } from '../lib/build'
-import type { Database } from '../lib/database'
+import type { PgDatabase as Database } from '../lib/database'
 import {
   type Budget,
   byName,
