@@ -22,7 +22,9 @@ export interface Answer {
 const quiet = { warn: () => {}, error: () => {} }
 
 async function answer(response: Response): Promise<Answer> {
-  const body = await response.text()
+  // A stream tRPC itself cannot finish (an item its transformer refuses, such as superjson with
+  // a `__proto__` key) breaks off: the client sees what came before and the failure.
+  const body = await response.text().catch((thrown: unknown) => `<broken off: ${String(thrown)}>`)
   return { status: response.status, body, replay: response.headers.get('idempotent-replay') }
 }
 
