@@ -115,6 +115,21 @@ export function createTestSchema() {
   return { schema, resolvers, gate }
 }
 
+/** An engine on a spied store (memory by default), its events recorded. */
+export function createSpiedEngine(options: {
+  store?: IdempotencyStore | undefined
+  engine?: Omit<IdempotencyOptions, 'store'> | undefined
+}) {
+  const store = spyOnStore(options.store ?? createMemoryStore({ now: options.engine?.now }))
+  const events: IdempotencyEvent[] = []
+  const idempotency = createIdempotency({
+    store,
+    onEvent: (event) => events.push(event),
+    ...options.engine,
+  })
+  return { store, events, idempotency }
+}
+
 export interface FixtureOptions {
   plugin?: Omit<UseIdempotencyOptions, 'idempotency'>
   engine?: Omit<IdempotencyOptions, 'store'>
@@ -136,13 +151,7 @@ type YogaPlugins = NonNullable<
  * The scope is the `x-user` request header.
  */
 export function createFixture(options: FixtureOptions = {}) {
-  const store = spyOnStore(options.store ?? createMemoryStore({ now: options.engine?.now }))
-  const events: IdempotencyEvent[] = []
-  const idempotency = createIdempotency({
-    store,
-    onEvent: (event) => events.push(event),
-    ...options.engine,
-  })
+  const { store, events, idempotency } = createSpiedEngine(options)
   const { schema: sdlSchema, resolvers, gate } = createTestSchema()
   const schema = options.schema ?? sdlSchema
   const yoga = createYoga<Record<string, unknown>>({
