@@ -7,12 +7,14 @@ import {
   type BaseContext,
   HeaderMap,
 } from '@apollo/server'
+import { unwrapResolverError } from '@apollo/server/errors'
 import { startStandaloneServer } from '@apollo/server/standalone'
 import { expressMiddleware } from '@as-integrations/express5'
 import express from 'express'
-import type { GraphQLSchema } from 'graphql'
+import { GraphQLError, type GraphQLSchema } from 'graphql'
 import { type IdempotencyPluginOptions, idempotencyPlugin } from '../../adapters/apollo'
 import type { IdempotencyOptions, IdempotencyStore } from '../../src'
+import { type GraphQLHost, type HostOptions, maskedMessage } from '../adapters/graphql-cases'
 import {
   type Client,
   createSpiedEngine,
@@ -61,6 +63,15 @@ export function createApolloFixture(options: ApolloFixtureOptions = {}) {
 }
 
 type Server = ApolloServer<Context>
+
+/**
+ * The masking Apollo's docs recommend: only errors thrown on purpose (a GraphQLError from a
+ * resolver) reach the client; anything else gets one message.
+ */
+export const maskUnexpected: ApolloServerOptions<Context>['formatError'] = (formatted, error) =>
+  unwrapResolverError(error) instanceof GraphQLError
+    ? formatted
+    : { message: maskedMessage, extensions: { code: 'INTERNAL_SERVER_ERROR' } }
 
 const userOf = (headers: IncomingMessage['headers'] | Headers): string | undefined => {
   const user = headers instanceof Headers ? headers.get('x-user') : headers['x-user']
@@ -199,3 +210,21 @@ export const apolloTransports = [
   ['a Fetch handler', fetchClient],
   ['server.executeOperation', operationClient],
 ] as const
+
+/** Apollo Server (through a Fetch handler) as a host of the GraphQL cases both servers share. */
+export const apolloHost = {
+  name: 'Apollo Server',
+  incrementalAccept: {},
+  async setup({ plugin, engine, schema, batching, masking }: HostOptions = {}) {
+    const fixture = createApolloFixture({
+      plugin,
+      engine,
+      schema,
+      apollo: {
+        allowBatchedHttpRequests: batching,
+        formatError: masking === 'custom' ? maskUnexpected : undefined,
+      },
+    })
+    return { ...fixture, client: await fetchClient(fixture.server) }
+  },
+} satisfies GraphQLHost
