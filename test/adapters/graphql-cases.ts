@@ -244,7 +244,7 @@ export function describeGraphQLSchemaCases(host: GraphQLHost): void {
   const body = { query: createOrder, variables: { item: 'book' } }
 
   describe(`${host.name}: schema options`, () => {
-    it('reads code-first extensions.idempotency from the schema Apollo serves', async () => {
+    it('requires a key for a code-first field with extensions.idempotency.required', async () => {
       const { schema, pay } = codeFirstSchema({ required: true })
       const { client } = await host.setup({ schema })
       const reply = await client.post({ query: 'mutation { pay(amount: 3) }' })
