@@ -66,12 +66,16 @@ type Server = ApolloServer<Context>
 
 /**
  * The masking Apollo's docs recommend: only errors thrown on purpose (a GraphQLError from a
- * resolver) reach the client; anything else gets one message.
+ * resolver) reach the client; anything else gets `message`.
  */
-export const maskUnexpected: ApolloServerOptions<Context>['formatError'] = (formatted, error) =>
-  unwrapResolverError(error) instanceof GraphQLError
-    ? formatted
-    : { message: maskedMessage, extensions: { code: 'INTERNAL_SERVER_ERROR' } }
+export function maskUnexpectedErrors(
+  message: string,
+): ApolloServerOptions<BaseContext>['formatError'] {
+  return (formatted, error) =>
+    unwrapResolverError(error) instanceof GraphQLError
+      ? formatted
+      : { message, extensions: { code: 'INTERNAL_SERVER_ERROR' } }
+}
 
 const userOf = (headers: IncomingMessage['headers'] | Headers): string | undefined => {
   const user = headers instanceof Headers ? headers.get('x-user') : headers['x-user']
@@ -222,7 +226,7 @@ export const apolloHost = {
       schema,
       apollo: {
         allowBatchedHttpRequests: batching,
-        formatError: masking === 'custom' ? maskUnexpected : undefined,
+        formatError: masking === 'custom' ? maskUnexpectedErrors(maskedMessage) : undefined,
       },
     })
     return { ...fixture, client: await fetchClient(fixture.server) }

@@ -13,7 +13,7 @@ import {
   OutOfStock,
   usePglite,
 } from './fixtures'
-import { serveYoga } from './servers'
+import { serveApollo, serveYoga } from './servers'
 
 const operation = 'orders.create'
 
@@ -224,10 +224,13 @@ describe('transactional mode on PGlite', () => {
     expect(await lite.orderCount(key)).toBe(1)
   })
 
-  describe('through GraphQL Yoga', () => {
-    let server: Awaited<ReturnType<typeof serveYoga>>
+  describe.each([
+    ['GraphQL Yoga', serveYoga],
+    ['Apollo Server', serveApollo],
+  ])('through %s', (_name, serve) => {
+    let server: Awaited<ReturnType<typeof serve>>
     beforeAll(async () => {
-      server = await serveYoga(lite.engine(), lite.orders)
+      server = await serve(lite.engine(), lite.orders)
     })
     afterAll(() => server.close())
 

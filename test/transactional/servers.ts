@@ -1,5 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { ApolloServer } from '@apollo/server'
+import { startStandaloneServer } from '@apollo/server/standalone'
 import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client'
 import { initTRPC, TRPCError } from '@trpc/server'
 import { createHTTPServer } from '@trpc/server/adapters/standalone'
@@ -7,9 +9,11 @@ import { GraphQLError } from 'graphql'
 import { createSchema, createYoga, type YogaInitialContext } from 'graphql-yoga'
 import { vi } from 'vitest'
 import { z } from 'zod'
+import { idempotencyPlugin } from '../../adapters/apollo'
 import { type IdempotencyContextFields, useIdempotency } from '../../adapters/envelop'
 import { createIdempotencyMiddleware } from '../../adapters/trpc'
 import type { Idempotency } from '../../src'
+import { maskUnexpectedErrors } from '../apollo/fixtures'
 import type { AnyPgDatabase, Orders } from './tables'
 
 /** What a client saw of one HTTP response. */
@@ -128,21 +132,21 @@ const typeDefs = /* GraphQL */ `
   }
 `
 
-type Context = IdempotencyContextFields<AnyPgDatabase> & YogaInitialContext
+type Context = IdempotencyContextFields<AnyPgDatabase>
 
 /**
- * A Yoga server (on node:http) whose resolvers write through `context.tx`: `refuseOrder`
- * writes then throws an expected GraphQLError; `crashOrder` writes then throws an unexpected
- * error, which Yoga masks.
+ * The resolvers both GraphQL servers run, writing through `context.tx`: `refuseOrder` writes
+ * then throws an expected GraphQLError; `crashOrder` writes then throws an unexpected error,
+ * which the server masks. Each mutation resolver is a spy.
  */
-export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders: Orders) {
+function orderResolvers(orders: Orders) {
   const insert = async (context: Context, args: { ref: string; item: string }) => {
     const tx = context.tx
     if (!tx) throw new Error('no transaction in the context')
     const [row] = await tx.insert(orders).values(args).returning({ id: orders.id })
     return { id: row?.id ?? -1, item: args.item }
   }
-  const resolvers = {
+  const mutations = {
     createOrder: vi.fn((_: unknown, args: { ref: string; item: string }, context: Context) =>
       insert(context, args),
     ),
@@ -162,30 +166,23 @@ export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders:
       key: context.idempotency?.deriveKey('payment'),
     })),
   }
-  const yoga = createYoga({
-    schema: createSchema<Context>({
-      typeDefs,
-      resolvers: {
-        Query: {
-          orderCount: async (_: unknown, args: { ref: string }, context: Context) => {
-            if (context.tx !== undefined) throw new Error('a query got a transaction')
-            return args.ref.length
-          },
-        },
-        Mutation: resolvers,
-      },
-    }),
-    logging: false,
-    plugins: [useIdempotency({ idempotency, transactional: true })],
-  })
-  const server = createServer(yoga)
-  const url = await listen(server)
-  const post = async (
+  const query = {
+    orderCount: async (_: unknown, args: { ref: string }, context: Context) => {
+      if (context.tx !== undefined) throw new Error('a query got a transaction')
+      return args.ref.length
+    },
+  }
+  return { mutations, resolvers: { Query: query, Mutation: mutations } }
+}
+
+/** Posts GraphQL requests to `url` and reads what the client saw. */
+function graphqlPoster(url: string) {
+  return async (
     query: string,
     variables: Record<string, unknown>,
     headers: Record<string, string> = {},
   ) => {
-    const response = await fetch(`${url}/graphql`, {
+    const response = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
       body: JSON.stringify({ query, variables }),
@@ -197,5 +194,33 @@ export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders:
       body: (await response.json()) as any,
     }
   }
-  return { post, resolvers, close: closer(server) }
+}
+
+/** A Yoga server (on node:http) over {@link orderResolvers}, in transactional mode. */
+export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders: Orders) {
+  const { mutations, resolvers } = orderResolvers(orders)
+  const yoga = createYoga({
+    schema: createSchema<Context & YogaInitialContext>({ typeDefs, resolvers }),
+    logging: false,
+    plugins: [useIdempotency({ idempotency, transactional: true })],
+  })
+  const server = createServer(yoga)
+  const url = await listen(server)
+  return { post: graphqlPoster(`${url}/graphql`), resolvers: mutations, close: closer(server) }
+}
+
+/**
+ * An Apollo Server (`startStandaloneServer`) over {@link orderResolvers}, in transactional
+ * mode, masking unexpected errors as Yoga does (`formatError`, as Apollo's docs show).
+ */
+export async function serveApollo(idempotency: Idempotency<AnyPgDatabase>, orders: Orders) {
+  const { mutations, resolvers } = orderResolvers(orders)
+  const server = new ApolloServer<Context>({
+    typeDefs,
+    resolvers,
+    formatError: maskUnexpectedErrors('Unexpected error.'),
+    plugins: [idempotencyPlugin<Context>({ idempotency, transactional: true })],
+  })
+  const { url } = await startStandaloneServer(server, { listen: { port: 0, host: '127.0.0.1' } })
+  return { post: graphqlPoster(url), resolvers: mutations, close: () => server.stop() }
 }
