@@ -1,12 +1,15 @@
+import { ApolloServer } from '@apollo/server'
 import { initTRPC } from '@trpc/server'
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch'
 import { createSchema, createYoga } from 'graphql-yoga'
 import { vi } from 'vitest'
 import { z } from 'zod'
+import { idempotencyPlugin } from '../../adapters/apollo'
 import type { RetryEvent } from '../../adapters/client'
 import { useIdempotency } from '../../adapters/envelop'
 import { createIdempotencyMiddleware, getIdempotencyError } from '../../adapters/trpc'
 import { createIdempotency, createMemoryStore } from '../../src'
+import { type Context as ApolloContext, fetchHandler } from '../apollo/fixtures'
 
 /** A promise opened on cue: holds a handler mid-flight, or tells a test it has started. */
 export function createGate() {
@@ -123,8 +126,11 @@ export function createTrpcServer() {
 
 export type TrpcRouter = ReturnType<typeof createTrpcServer>['router']
 
-/** A Yoga server with the idempotency plugin and spied resolvers. */
-export function createYogaServer() {
+/**
+ * The GraphQL schema both server tests serve, with spied resolvers: `slowOrder` tells `started`
+ * when it runs, and waits for `gate`.
+ */
+function orderSchema() {
   const gate = createGate()
   const started = createGate()
   let nextId = 0
@@ -138,26 +144,42 @@ export function createYogaServer() {
     }),
   }
   const { orders, ...Mutation } = spies
-  const schema = createSchema({
-    typeDefs: /* GraphQL */ `
-      type Order { id: Int!, item: String! }
-      type Query { orders: [Order!]! }
-      type Mutation {
-        createOrder(item: String!): Order!
-        slowOrder(item: String!): Order!
-      }
-    `,
-    resolvers: { Query: { orders }, Mutation },
-  })
+  const typeDefs = /* GraphQL */ `
+    type Order { id: Int!, item: String! }
+    type Query { orders: [Order!]! }
+    type Mutation {
+      createOrder(item: String!): Order!
+      slowOrder(item: String!): Order!
+    }
+  `
+  const resolvers = { Query: { orders }, Mutation }
   const idempotency = createIdempotency({ store: createMemoryStore() })
+  return { typeDefs, resolvers, idempotency, spies, gate, started: started.opened }
+}
+
+/** A Yoga server with the idempotency plugin and spied resolvers. */
+export function createYogaServer() {
+  const { typeDefs, resolvers, idempotency, ...server } = orderSchema()
   const yoga = createYoga({
-    schema,
+    schema: createSchema({ typeDefs, resolvers }),
     logging: false,
     batching: true,
     plugins: [useIdempotency({ idempotency })],
   })
   const handle: Handle = async (request) => yoga.fetch(request)
-  return { handle, spies, gate, started: started.opened }
+  return { handle, ...server }
+}
+
+/** An Apollo Server with the idempotency plugin and spied resolvers, behind a Fetch handler. */
+export function createApolloServer() {
+  const { typeDefs, resolvers, idempotency, ...server } = orderSchema()
+  const apollo = new ApolloServer<ApolloContext>({
+    typeDefs,
+    resolvers,
+    allowBatchedHttpRequests: true,
+    plugins: [idempotencyPlugin({ idempotency })],
+  })
+  return { handle: fetchHandler(apollo), stop: () => apollo.stop(), ...server }
 }
 
 /**
