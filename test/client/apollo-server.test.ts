@@ -1,7 +1,8 @@
 import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client'
 import { afterEach, describe, expect, it } from 'vitest'
 import { idempotentFetch, type RetryEvent } from '../../adapters/client/fetch'
-import { createApolloServer, holdThenRelease, lossyFetch } from './servers'
+import { createApolloServer } from './apollo'
+import { holdThenRelease, lossyFetch } from './servers'
 
 const url = 'http://in-process/graphql'
 const createOrder = gql`

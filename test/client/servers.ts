@@ -1,15 +1,12 @@
-import { ApolloServer } from '@apollo/server'
 import { initTRPC } from '@trpc/server'
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch'
 import { createSchema, createYoga } from 'graphql-yoga'
 import { vi } from 'vitest'
 import { z } from 'zod'
-import { idempotencyPlugin } from '../../adapters/apollo'
 import type { RetryEvent } from '../../adapters/client'
 import { useIdempotency } from '../../adapters/envelop'
 import { createIdempotencyMiddleware, getIdempotencyError } from '../../adapters/trpc'
 import { createIdempotency, createMemoryStore } from '../../src'
-import { type Context as ApolloContext, fetchHandler } from '../apollo/fixtures'
 
 /** A promise opened on cue: holds a handler mid-flight, or tells a test it has started. */
 export function createGate() {
@@ -130,7 +127,7 @@ export type TrpcRouter = ReturnType<typeof createTrpcServer>['router']
  * The GraphQL schema both server tests serve, with spied resolvers: `slowOrder` tells `started`
  * when it runs, and waits for `gate`.
  */
-function orderSchema() {
+export function orderSchema() {
   const gate = createGate()
   const started = createGate()
   let nextId = 0
@@ -157,7 +154,11 @@ function orderSchema() {
   return { typeDefs, resolvers, idempotency, spies, gate, started: started.opened }
 }
 
-/** A Yoga server with the idempotency plugin and spied resolvers. */
+/**
+ * A Yoga server with the idempotency plugin and spied resolvers. (Apollo Server's is in
+ * ./apollo.ts: the graphql 17 leg of CI loads this file, and Apollo Server 5 runs on graphql 16
+ * only.)
+ */
 export function createYogaServer() {
   const { typeDefs, resolvers, idempotency, ...server } = orderSchema()
   const yoga = createYoga({
@@ -168,18 +169,6 @@ export function createYogaServer() {
   })
   const handle: Handle = async (request) => yoga.fetch(request)
   return { handle, ...server }
-}
-
-/** An Apollo Server with the idempotency plugin and spied resolvers, behind a Fetch handler. */
-export function createApolloServer() {
-  const { typeDefs, resolvers, idempotency, ...server } = orderSchema()
-  const apollo = new ApolloServer<ApolloContext>({
-    typeDefs,
-    resolvers,
-    allowBatchedHttpRequests: true,
-    plugins: [idempotencyPlugin({ idempotency })],
-  })
-  return { handle: fetchHandler(apollo), stop: () => apollo.stop(), ...server }
 }
 
 /**

@@ -1,4 +1,4 @@
+import { serveApollo } from './apollo-server'
 import { describeGraphQLTransactional } from './graphql'
-import { serveApollo } from './servers'
 
 describeGraphQLTransactional('Apollo Server', serveApollo, 'im_tx_apollo')

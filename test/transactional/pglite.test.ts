@@ -5,6 +5,7 @@ import { z } from 'zod'
 import { createIdempotencyMiddleware } from '../../adapters/trpc'
 import { createIdempotency } from '../../src'
 import { createDrizzleStore } from '../../src/stores/drizzle'
+import { serveApollo } from './apollo-server'
 import {
   claimAsDeadExecutor,
   deferred,
@@ -13,7 +14,7 @@ import {
   OutOfStock,
   usePglite,
 } from './fixtures'
-import { serveApollo, serveYoga } from './servers'
+import { serveYoga } from './servers'
 
 const operation = 'orders.create'
 
