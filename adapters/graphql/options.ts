@@ -25,7 +25,7 @@ export type IdempotencyContextFields<TTransaction = unknown, TField extends stri
 
 /** What `getKey` is given to find the key of one mutation operation. */
 export interface KeyLookup<TContext> {
-  /** The GraphQL context (in Yoga: with `request` and `params`). */
+  /** The GraphQL context (in Yoga: with `request` and `params`; in Apollo: your `contextValue`). */
   context: TContext
   /** The mutation's root field names, sorted. */
   fieldNames: readonly string[]
