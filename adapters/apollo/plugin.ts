@@ -6,6 +6,7 @@ import type {
   GraphQLRequestListener,
   GraphQLResponse,
 } from '@apollo/server'
+import type { OperationDefinitionNode } from 'graphql'
 import {
   claimMutation,
   type DefaultContext,
@@ -55,8 +56,11 @@ export function idempotencyPlugin<TContext extends BaseContext = DefaultContext>
   async function responseForOperation(
     request: GraphQLRequestContextResponseForOperation<TContext>,
   ): Promise<GraphQLResponse | null> {
-    const { operation, contextValue } = request
-    if (operation.operation !== 'mutation') return null
+    // Typed as always there, but missing when `operationName` names no operation of the
+    // document: Apollo's executor then answers 400, as without this plugin.
+    const operation: OperationDefinitionNode | undefined = request.operation
+    const { contextValue } = request
+    if (operation?.operation !== 'mutation') return null
     const claim = await claimMutation(settings, {
       schema: request.schema,
       document: request.document,

@@ -77,6 +77,15 @@ describe('idempotencyPlugin in Apollo Server', () => {
     expect(store.claim).not.toHaveBeenCalled()
   })
 
+  it('leaves a request whose operationName names no operation to Apollo, which answers 400', async () => {
+    const { client, resolvers, store } = await setup()
+    const reply = await client.post({ ...body, operationName: 'Missing' }, keyed('k-1'))
+    expect(reply.status).toBe(400)
+    expect(reply.json.errors[0].extensions.code).toBe('OPERATION_RESOLUTION_FAILURE')
+    expect(resolvers.createOrder).not.toHaveBeenCalled()
+    expect(store.claim).not.toHaveBeenCalled()
+  })
+
   it('leaves queries untouched, a malformed key header included', async () => {
     const { client, resolvers, store } = await setup()
     const reply = await client.post({ query: '{ orders { id } }' }, keyed('a b'))
