@@ -7,6 +7,7 @@ export default defineConfig({
     'src/stores/redis/index': 'src/stores/redis/index.ts',
     'adapters/trpc/index': 'adapters/trpc/index.ts',
     'adapters/envelop/index': 'adapters/envelop/index.ts',
+    'adapters/apollo/index': 'adapters/apollo/index.ts',
     'adapters/client/index': 'adapters/client/index.ts',
     'adapters/client/fetch': 'adapters/client/fetch.ts',
     'adapters/client/trpc': 'adapters/client/trpc.ts',

@@ -10,6 +10,7 @@ const packageSubpaths = {
   'idempotent-mutations/redis': './src/stores/redis/index.ts',
   'idempotent-mutations/trpc': './adapters/trpc/index.ts',
   'idempotent-mutations/envelop': './adapters/envelop/index.ts',
+  'idempotent-mutations/apollo': './adapters/apollo/index.ts',
   'idempotent-mutations/client': './adapters/client/index.ts',
   'idempotent-mutations/client/fetch': './adapters/client/fetch.ts',
   'idempotent-mutations/client/trpc': './adapters/client/trpc.ts',
@@ -21,8 +22,9 @@ const packageSubpaths = {
 
 export default defineConfig({
   resolve: {
-    // graphql@16 ships CJS (main) and ESM (module) builds. Node loads the CJS one for Yoga, so
-    // tests must too: two copies of GraphQLError make Yoga mask errors thrown on purpose.
+    // graphql@16 ships CJS (main) and ESM (module) builds. Node loads the CJS one for Yoga and
+    // Apollo Server, so tests must too: two copies of GraphQLError make Yoga mask errors thrown
+    // on purpose.
     alias: [
       { find: /^graphql$/, replacement: require.resolve('graphql') },
       // Examples and README snippets import the package by name, as users do.

@@ -8,7 +8,8 @@
 //   CommonJS project and in an ESM one, and it matches schema.sql;
 // - tsc compiles a user file under the settings users have: nodenext with
 //   exactOptionalPropertyTypes, node10 resolution (`module: commonjs`), and a GraphQL-only app
-//   with skipLibCheck off and no tRPC package installed.
+//   with skipLibCheck off and no tRPC package installed, and an Apollo Server app with neither
+//   tRPC nor Envelop installed.
 // The work happens in a temporary folder; the repository's own dist/ is not touched.
 //
 //   node scripts/check-pack.mjs          (npm run pack:check)
@@ -93,6 +94,10 @@ const subpaths = {
   './envelop': {
     peers: ['@envelop/core', 'graphql'],
     names: ['useIdempotency', 'idempotentDirectiveTypeDefs'],
+  },
+  './apollo': {
+    peers: ['@apollo/server', 'graphql'],
+    names: ['idempotencyPlugin', 'idempotentDirectiveTypeDefs', 'defaultStoreGraphQLErrors'],
   },
   './client': {
     peers: ['@trpc/client', '@trpc/server', 'graphql'],
@@ -438,6 +443,27 @@ export const names${index}: (keyof typeof m${index})[] = ${JSON.stringify(subpat
     moduleResolution: 'nodenext',
     skipLibCheck: false,
   })
+  // An Apollo Server app: the same node_modules without tRPC, Envelop or Yoga, skipLibCheck off.
+  if (specifiers.includes(`${pkg.name}/apollo`)) {
+    const apolloOnly = join(work, 'apollo-only')
+    mkdirSync(join(apolloOnly, 'node_modules'), { recursive: true })
+    for (const entry of readdirSync(join(consumer, 'node_modules'))) {
+      if (['@trpc', '@envelop', 'graphql-yoga'].includes(entry)) continue
+      symlinkSync(join(consumer, 'node_modules', entry), join(apolloOnly, 'node_modules', entry))
+    }
+    writeFileSync(
+      join(apolloOnly, 'package.json'),
+      JSON.stringify({ private: true, type: 'module' }),
+    )
+    writeFileSync(join(apolloOnly, 'app.ts'), apolloAppFile(pkg.name))
+    typeCheck(apolloOnly, 'an Apollo Server app, skipLibCheck off', ['app.ts'], {
+      ...baseOptions,
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      exactOptionalPropertyTypes: true,
+      skipLibCheck: false,
+    })
+  }
   // 10. A store author's test file: the shipped conformance suite, run by vitest, on a store
   //     from the tarball.
   if (specifiers.includes(`${pkg.name}/testing`)) {
@@ -613,6 +639,51 @@ export const plugin = useIdempotency({ idempotency, scope: () => 'user-1' })
 export const typeDefs: string = idempotentDirectiveTypeDefs
 export const client = idempotentFetch(fetch)
 export const factories = [createRedisStore]
+`
+}
+
+/**
+ * An Apollo Server 5 app: the plugin on a typed context, the directive, the fields the plugin
+ * adds to the context, the standalone server, and the fetch client.
+ */
+function apolloAppFile(name) {
+  return `import { ApolloServer } from '@apollo/server'
+import { startStandaloneServer } from '@apollo/server/standalone'
+import { createIdempotency, createMemoryStore } from '${name}'
+import {
+  type IdempotencyContextFields,
+  idempotencyPlugin,
+  idempotentDirectiveTypeDefs,
+} from '${name}/apollo'
+import { idempotentFetch } from '${name}/client/fetch'
+interface Context {
+  user?: { id: string }
+}
+const maybe = <T>(value: T): T | undefined => (Math.random() > 2 ? value : undefined)
+const idempotency = createIdempotency({ store: createMemoryStore() })
+export const server = new ApolloServer<Context>({
+  typeDefs: [
+    idempotentDirectiveTypeDefs,
+    'type Query { ok: Boolean } type Mutation { pay: Int @idempotent(required: true) }',
+  ],
+  resolvers: {
+    Mutation: {
+      pay: (_: unknown, __: unknown, context: Context & IdempotencyContextFields) =>
+        context.idempotency ? 1 : 0,
+    },
+  },
+  plugins: [
+    idempotencyPlugin<Context>({
+      idempotency,
+      scope: (context) => context.user?.id,
+      mode: maybe('all'),
+      storeErrors: maybe(() => false),
+      exposeContext: maybe(true),
+    }),
+  ],
+})
+export const start = () => startStandaloneServer(server, { listen: { port: 0 } })
+export const client = idempotentFetch(fetch)
 `
 }
 

@@ -1,12 +1,12 @@
 import type { OnExecuteEventPayload, OnExecuteHookResult, Plugin } from '@envelop/core'
 import { getOperationAST, type OperationDefinitionNode } from 'graphql'
-import type { HandlerContext } from '../../src'
 import {
   type Claim,
   claimMutation,
   type DefaultContext,
   type GraphQLIdempotencyOptions,
   type GraphQLSettings,
+  type IdempotencyContextFields,
   isAsyncIterable,
   isOriginalGraphQLError,
   type MutationCall,
@@ -23,14 +23,7 @@ import { type YogaHooks, YogaRequests } from './yoga'
  */
 export type UseIdempotencyOptions<TContext = DefaultContext> = GraphQLIdempotencyOptions<TContext>
 
-/**
- * The fields the plugin adds to the GraphQL context of a mutation: `idempotency` (with
- * `exposeContext` or in transactional mode) and the transaction (`tx`, or your
- * `transactionField`, in transactional mode). Intersect it with your context type.
- */
-export type IdempotencyContextFields<TTransaction = unknown, TField extends string = 'tx'> = {
-  idempotency?: HandlerContext<TTransaction> | undefined
-} & { [K in TField]?: TTransaction }
+export type { IdempotencyContextFields }
 
 export type IdempotencyPlugin<TContext extends DefaultContext = DefaultContext> = Plugin<TContext> &
   YogaHooks

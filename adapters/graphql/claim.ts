@@ -21,6 +21,7 @@ import {
   errorResult,
   incrementalRefusal,
   isRecordedResult,
+  type RecordedResult,
   replayResult,
   toGraphQLError,
 } from './result'
@@ -46,11 +47,14 @@ export interface MutationCall<TContext> {
 export type Claim =
   /** Execute it as usual, with `fields` (if any) added to its context: nothing is recorded. */
   | { kind: 'run'; fields: ContextFields | undefined }
+  /** Answer `result` without executing: a refusal (its status in `extensions.http`). */
+  | { kind: 'answer'; result: ExecutionResult; replayed: false }
   /**
-   * Answer `result` without executing: a refusal, or (`replayed`) the recorded result, which
-   * goes out with `Idempotent-Replay: true`.
+   * Answer the recorded result without executing, with `Idempotent-Replay: true`: `result` as
+   * GraphQLErrors for a host that serializes them itself (Yoga), `recorded` as the client got it
+   * for a host that answers with a result already formatted (Apollo).
    */
-  | { kind: 'answer'; result: ExecutionResult; replayed: boolean }
+  | { kind: 'answer'; result: ExecutionResult; replayed: true; recorded: RecordedResult }
   /** Execute it under a lease, with `execution.fields` added; settle through `execution`. */
   | { kind: 'execute'; execution: MutationExecution }
 
@@ -187,5 +191,6 @@ function replay(outcome: Outcome, operation: string, settings: GraphQLSettings<n
     )
     return refusal(new ResponseNotStoredError())
   }
-  return { kind: 'answer', result: replayResult(outcome.value), replayed: true }
+  const recorded = outcome.value
+  return { kind: 'answer', result: replayResult(recorded), replayed: true, recorded }
 }

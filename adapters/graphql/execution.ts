@@ -1,6 +1,7 @@
 import {
   defaultFieldResolver,
   type ExecutionResult,
+  type FormattedExecutionResult,
   type GraphQLError,
   type GraphQLField,
   type GraphQLSchema,
@@ -112,16 +113,22 @@ export class MutationExecution extends Settlement {
   }
 
   /**
-   * Settles with the result the client gets (undefined: there is none, the key is released), and
+   * Settles with the result the client gets (undefined: there is none, the key is released) and
+   * the HTTP status it gets, where the result does not carry it in `extensions.http`; and
    * returns what the client must get instead, if anything: an error result for a transaction
    * that did not commit (STORE_UNAVAILABLE: nothing happened; OUTCOME_UNKNOWN: its COMMIT was
    * not confirmed, so it may have happened; retry with the same key either way), or the result
    * without `data` for one that was rolled back (its `data` describes writes that no longer
    * exist).
    */
-  async finish(result: ExecutionResult | undefined): Promise<ExecutionResult | undefined> {
+  async finish<TResult extends ExecutionResult | FormattedExecutionResult>(
+    result: TResult | undefined,
+    status?: number,
+  ): Promise<TResult | ExecutionResult | undefined> {
     fieldSavepoints.delete(this.#context)
-    const refusal = await this.settle(result === undefined ? undefined : () => recordResult(result))
+    const refusal = await this.settle(
+      result === undefined ? undefined : () => recordResult(result, status),
+    )
     if (refusal !== undefined) return errorResult(toGraphQLError(refusal))
     if (this.rolledBack && result?.data != null) return { ...result, data: null }
     return undefined

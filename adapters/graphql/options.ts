@@ -1,5 +1,5 @@
 import type { DocumentNode, GraphQLError } from 'graphql'
-import type { Logger } from '../../src'
+import type { HandlerContext, Logger } from '../../src'
 import type { FailurePolicy } from '../../src/settle'
 import {
   type AdapterOptions,
@@ -14,9 +14,18 @@ import { defaultStoreGraphQLErrors } from './result'
 // biome-ignore lint/suspicious/noExplicitAny: mirrors Envelop's `Record<string, any>` default
 export type DefaultContext = Record<string, any>
 
+/**
+ * The fields the plugin adds to the GraphQL context of a mutation: `idempotency` (with
+ * `exposeContext` or in transactional mode) and the transaction (`tx`, or your
+ * `transactionField`, in transactional mode). Intersect it with your context type.
+ */
+export type IdempotencyContextFields<TTransaction = unknown, TField extends string = 'tx'> = {
+  idempotency?: HandlerContext<TTransaction> | undefined
+} & { [K in TField]?: TTransaction }
+
 /** What `getKey` is given to find the key of one mutation operation. */
 export interface KeyLookup<TContext> {
-  /** The GraphQL context (in Yoga: with `request` and `params`). */
+  /** The GraphQL context (in Yoga: with `request` and `params`; in Apollo: your `contextValue`). */
   context: TContext
   /** The mutation's root field names, sorted. */
   fieldNames: readonly string[]

@@ -1,4 +1,10 @@
-import { type ExecutionResult, GraphQLError, Source, type SourceLocation } from 'graphql'
+import {
+  type ExecutionResult,
+  type FormattedExecutionResult,
+  GraphQLError,
+  Source,
+  type SourceLocation,
+} from 'graphql'
 import type { IdempotencyError } from '../../src'
 import { isDeterministicStatus } from '../kit'
 
@@ -84,9 +90,14 @@ interface RecordedError {
   unexpectedOrigin?: true | undefined
 }
 
-/** What the plugin stores: the execution result as the client got it, keys in order. */
+/**
+ * What the plugin stores: the execution result as the client got it, keys in order, and the
+ * HTTP status a host answered it with when the result itself does not carry it (Apollo Server
+ * takes `extensions.http` out of its errors before the result is recorded).
+ */
 export interface RecordedResult {
   graphqlResult: Record<string, unknown>
+  status?: number | undefined
 }
 
 export function isRecordedResult(value: unknown): value is RecordedResult {
@@ -96,18 +107,25 @@ export function isRecordedResult(value: unknown): value is RecordedResult {
 
 /**
  * The result in codec-friendly form. Errors become their JSON form (message, locations, path,
- * extensions), which is what the client received; functions (a custom `stringify`) are dropped.
+ * extensions), which is what the client received; an error already in that form (Apollo's,
+ * after `formatError`) is kept whole. Functions (a custom `stringify`) and undefined fields are
+ * dropped. `status`: the HTTP status the result was answered with, if the host took it out of
+ * the errors (a 200 is not kept).
  */
-export function recordResult(result: ExecutionResult): RecordedResult {
+export function recordResult(
+  result: ExecutionResult | FormattedExecutionResult,
+  status?: number,
+): RecordedResult {
   const graphqlResult: Record<string, unknown> = {}
   for (const [name, value] of Object.entries(result)) {
-    if (typeof value === 'function') continue
+    if (typeof value === 'function' || value === undefined) continue
     graphqlResult[name] = name === 'errors' && Array.isArray(value) ? value.map(recordError) : value
   }
-  return { graphqlResult }
+  return status === undefined || status === 200 ? { graphqlResult } : { graphqlResult, status }
 }
 
 function recordError(error: unknown): RecordedError {
+  if (isFormattedError(error)) return { ...error }
   const json = (
     error !== null &&
     typeof error === 'object' &&
@@ -130,6 +148,16 @@ function recordError(error: unknown): RecordedError {
     recorded.unexpectedOrigin = true
   }
   return recorded
+}
+
+/** An error in the form a client receives it: a plain object with a `message`, no class. */
+function isFormattedError(error: unknown): error is RecordedError {
+  return (
+    error !== null &&
+    typeof error === 'object' &&
+    !(error instanceof Error) &&
+    typeof (error as { message?: unknown }).message === 'string'
+  )
 }
 
 /**

@@ -14,8 +14,8 @@ export type KeyValue = string | null | undefined
  * `getKey` gets, `TFailure` what `storeErrors` gets.
  *
  * - tRPC: `{ ctx, path, input }` for both, the `TRPCError` a procedure failed with;
- * - GraphQL (Envelop, Yoga): the context, `{ context, fieldNames, document, ... }`, each
- *   `GraphQLError` of the result;
+ * - GraphQL (Envelop, Yoga, Apollo Server): the context, `{ context, fieldNames, document, ... }`,
+ *   each `GraphQLError` of the result;
  * - plain HTTP (Fetch, Hono, Express): the `Request` for both (`getKey` gets a clone, whose body
  *   it may read), and a status policy of its own (`storeStatus`) instead of `storeErrors`.
  */

@@ -6,10 +6,12 @@ import {
   type IdempotencyStore,
   idempotencyErrorStatus,
 } from '../../src'
+import { apolloTransports, createApolloFixture } from '../apollo/fixtures'
 import {
   createFixture,
   createOrder,
   type GraphQLBody,
+  type Client as GraphQLClient,
   transports,
   type Reply as YogaReply,
 } from '../envelop/fixtures'
@@ -28,7 +30,8 @@ import { createApp, serve, settle, type Transport as TRPCTransport } from '../tr
  * - `read`: what the host does not treat as a mutation (a tRPC query, a GraphQL query, GET).
  * - `slow`: a mutation held until `release()`.
  * - `reject`: a deterministic failure (a tRPC BAD_REQUEST, a GraphQLError thrown on purpose, a
- *   402); `crash`: an unexpected one (a plain throw, an unexpected error Yoga masks, a 503).
+ *   402); `crash`: an unexpected one (a plain throw, an unexpected error Yoga masks and Apollo
+ *   reports as INTERNAL_SERVER_ERROR, a 503).
  */
 export type Operation = 'create' | 'other' | 'read' | 'slow' | 'reject' | 'crash'
 
@@ -168,59 +171,79 @@ const yogaCode = (reply: YogaReply): IdempotencyErrorCode | null => {
     : null
 }
 
-function yogaDriver([transport, connect]: (typeof transports)[number]): Driver {
+/** A refusal as a GraphQL server answers it: no `data`, the code in `extensions`. */
+const graphqlRefusal = (code: IdempotencyErrorCode) => ({
+  data: undefined,
+  extensions: {
+    code: `IDEMPOTENCY_${code}`,
+    ...(code === 'IN_PROGRESS' ? { retryAfter: 1 } : {}),
+  },
+})
+
+/** The test schema's server (Yoga or Apollo) behind `client`, driven the table's way. */
+function graphqlApp(client: GraphQLClient, fixture: GraphQLFixture): App {
+  const { resolvers } = fixture
+  const spies = {
+    create: resolvers.createOrder,
+    other: resolvers.createOrder,
+    read: resolvers.orders,
+    slow: resolvers.slowOrder,
+    reject: resolvers.rejectOrder,
+    crash: resolvers.failUnexpectedly,
+  }
   return {
-    name: `GraphQL Yoga through ${transport}`,
-    // GraphQL answers its errors in a 200 (with no `extensions.http.status` to say otherwise).
+    async send({ operation = 'create', key, item = 'pen', user } = {}) {
+      const headers: Record<string, string> = {}
+      if (key !== undefined) headers['idempotency-key'] = key
+      if (user !== undefined) headers['x-user'] = user
+      const reply = await client.post(yogaDocuments[operation](item), headers)
+      const code = yogaCode(reply)
+      return {
+        ok: reply.json?.errors === undefined && reply.json?.data != null,
+        status: reply.status,
+        replay: reply.headers.get('idempotent-replay'),
+        retryAfter: reply.headers.get('retry-after'),
+        code,
+        idiom:
+          code === null
+            ? undefined
+            : { data: reply.json.data, extensions: reply.json.errors[0].extensions },
+        body: reply.text,
+      }
+    },
+    ran: (operation) => spies[operation].mock.calls.length,
+    claims: () => fixture.store.claim.mock.calls.length,
+    release: () => fixture.gate.open(),
+    close: () => client.close(),
+  }
+}
+
+type GraphQLFixture = Pick<ReturnType<typeof createFixture>, 'resolvers' | 'store' | 'gate'>
+
+/**
+ * A GraphQL server over the test schema: GraphQL answers its errors in a 200 (with no
+ * `extensions.http.status` to say otherwise), Yoga and Apollo alike.
+ */
+function graphqlDriver<TFixture extends GraphQLFixture>(
+  name: string,
+  create: (options: {
+    store: IdempotencyStore | undefined
+    plugin: { required: boolean | undefined }
+    engine: typeof quiet
+  }) => TFixture,
+  connect: (fixture: TFixture) => Promise<GraphQLClient>,
+): Driver {
+  return {
+    name,
     answers: { ok: 200, rejected: 200, crashed: 200, rejection: 'Order rejected: out of stock' },
-    refusal: (code) => ({
-      data: undefined,
-      extensions: {
-        code: `IDEMPOTENCY_${code}`,
-        ...(code === 'IN_PROGRESS' ? { retryAfter: 1 } : {}),
-      },
-    }),
+    refusal: graphqlRefusal,
     async open(options = {}) {
-      const fixture = createFixture({
+      const fixture = create({
         store: options.store,
         plugin: { required: options.required },
         engine: quiet,
       })
-      const client = await connect(fixture.yoga)
-      const { resolvers } = fixture
-      const spies = {
-        create: resolvers.createOrder,
-        other: resolvers.createOrder,
-        read: resolvers.orders,
-        slow: resolvers.slowOrder,
-        reject: resolvers.rejectOrder,
-        crash: resolvers.failUnexpectedly,
-      }
-      return {
-        async send({ operation = 'create', key, item = 'pen', user } = {}) {
-          const headers: Record<string, string> = {}
-          if (key !== undefined) headers['idempotency-key'] = key
-          if (user !== undefined) headers['x-user'] = user
-          const reply = await client.post(yogaDocuments[operation](item), headers)
-          const code = yogaCode(reply)
-          return {
-            ok: reply.json?.errors === undefined && reply.json?.data != null,
-            status: reply.status,
-            replay: reply.headers.get('idempotent-replay'),
-            retryAfter: reply.headers.get('retry-after'),
-            code,
-            idiom:
-              code === null
-                ? undefined
-                : { data: reply.json.data, extensions: reply.json.errors[0].extensions },
-            body: reply.text,
-          }
-        },
-        ran: (operation) => spies[operation].mock.calls.length,
-        claims: () => fixture.store.claim.mock.calls.length,
-        release: () => fixture.gate.open(),
-        close: () => client.close(),
-      }
+      return graphqlApp(await connect(fixture), fixture)
     },
   }
 }
@@ -297,7 +320,8 @@ function httpDriver(
 
 /**
  * Every adapter the table runs on: tRPC over each server adapter the tRPC tests use, Yoga in
- * process and over node:http, and the plain-HTTP adapters on each store kind (their records hold
+ * process and over node:http, Apollo Server through each of its integrations and through
+ * `executeOperation`, and the plain-HTTP adapters on each store kind (their records hold
  * whole responses). Call at the top of a test file: the stores' clean-up is registered there.
  */
 export function adapterDrivers(file: string): { driver: Driver; skip: boolean }[] {
@@ -313,12 +337,23 @@ export function adapterDrivers(file: string): { driver: Driver; skip: boolean }[
       ['next', false],
     ] as const
   ).map(([transport, superjson]) => ({ driver: trpcDriver(transport, superjson), skip: false }))
-  const yoga = transports.map((transport) => ({ driver: yogaDriver(transport), skip: false }))
+  const yoga = transports.map(([transport, connect]) => ({
+    driver: graphqlDriver(`GraphQL Yoga through ${transport}`, createFixture, (fixture) =>
+      connect(fixture.yoga),
+    ),
+    skip: false,
+  }))
+  const apollo = apolloTransports.map(([transport, connect]) => ({
+    driver: graphqlDriver(`Apollo Server through ${transport}`, createApolloFixture, (fixture) =>
+      connect(fixture.server),
+    ),
+    skip: false,
+  }))
   const http = useHttpStores(file).flatMap((store) =>
     httpTransports.map((transport) => ({
       driver: httpDriver(transport, store),
       skip: store.skip,
     })),
   )
-  return [...trpc, ...yoga, ...http]
+  return [...trpc, ...yoga, ...apollo, ...http]
 }

@@ -123,8 +123,11 @@ export function createTrpcServer() {
 
 export type TrpcRouter = ReturnType<typeof createTrpcServer>['router']
 
-/** A Yoga server with the idempotency plugin and spied resolvers. */
-export function createYogaServer() {
+/**
+ * The GraphQL schema both server tests serve, with spied resolvers: `slowOrder` tells `started`
+ * when it runs, and waits for `gate`.
+ */
+export function orderSchema() {
   const gate = createGate()
   const started = createGate()
   let nextId = 0
@@ -138,26 +141,34 @@ export function createYogaServer() {
     }),
   }
   const { orders, ...Mutation } = spies
-  const schema = createSchema({
-    typeDefs: /* GraphQL */ `
-      type Order { id: Int!, item: String! }
-      type Query { orders: [Order!]! }
-      type Mutation {
-        createOrder(item: String!): Order!
-        slowOrder(item: String!): Order!
-      }
-    `,
-    resolvers: { Query: { orders }, Mutation },
-  })
+  const typeDefs = /* GraphQL */ `
+    type Order { id: Int!, item: String! }
+    type Query { orders: [Order!]! }
+    type Mutation {
+      createOrder(item: String!): Order!
+      slowOrder(item: String!): Order!
+    }
+  `
+  const resolvers = { Query: { orders }, Mutation }
   const idempotency = createIdempotency({ store: createMemoryStore() })
+  return { typeDefs, resolvers, idempotency, spies, gate, started: started.opened }
+}
+
+/**
+ * A Yoga server with the idempotency plugin and spied resolvers. (Apollo Server's is in
+ * ./apollo.ts: the graphql 17 leg of CI loads this file, and Apollo Server 5 runs on graphql 16
+ * only.)
+ */
+export function createYogaServer() {
+  const { typeDefs, resolvers, idempotency, ...server } = orderSchema()
   const yoga = createYoga({
-    schema,
+    schema: createSchema({ typeDefs, resolvers }),
     logging: false,
     batching: true,
     plugins: [useIdempotency({ idempotency })],
   })
   const handle: Handle = async (request) => yoga.fetch(request)
-  return { handle, spies, gate, started: started.opened }
+  return { handle, ...server }
 }
 
 /**

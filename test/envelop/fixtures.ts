@@ -1,6 +1,13 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { GraphQLError, type GraphQLSchema } from 'graphql'
+import {
+  GraphQLError,
+  GraphQLInt,
+  GraphQLNonNull,
+  GraphQLObjectType,
+  GraphQLSchema,
+  GraphQLString,
+} from 'graphql'
 import { createSchema, createYoga, type YogaServerOptions } from 'graphql-yoga'
 import { vi } from 'vitest'
 import {
@@ -15,6 +22,7 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
 } from '../../src'
+import { type GraphQLHost, type HostOptions, maskedMessage } from '../adapters/graphql-cases'
 
 export const typeDefs = /* GraphQL */ `
   type Order {
@@ -115,6 +123,41 @@ export function createTestSchema() {
   return { schema, resolvers, gate }
 }
 
+/** An engine on a spied store (memory by default), its events recorded. */
+export function createSpiedEngine(options: {
+  store?: IdempotencyStore | undefined
+  engine?: Omit<IdempotencyOptions, 'store'> | undefined
+}) {
+  const store = spyOnStore(options.store ?? createMemoryStore({ now: options.engine?.now }))
+  const events: IdempotencyEvent[] = []
+  const idempotency = createIdempotency({
+    store,
+    onEvent: (event) => events.push(event),
+    ...options.engine,
+  })
+  return { store, events, idempotency }
+}
+
+/** A graphql-js (code-first) schema whose `pay` field carries `extensions.idempotency`. */
+export function codeFirstSchema(idempotency: unknown) {
+  const pay = vi.fn((_: unknown, args: { amount: number }) => args.amount)
+  const schema = new GraphQLSchema({
+    query: new GraphQLObjectType({ name: 'Query', fields: { ok: { type: GraphQLString } } }),
+    mutation: new GraphQLObjectType({
+      name: 'Mutation',
+      fields: {
+        pay: {
+          type: GraphQLInt,
+          args: { amount: { type: new GraphQLNonNull(GraphQLInt) } },
+          extensions: { idempotency },
+          resolve: pay,
+        },
+      },
+    }),
+  })
+  return { schema, pay }
+}
+
 export interface FixtureOptions {
   plugin?: Omit<UseIdempotencyOptions, 'idempotency'>
   engine?: Omit<IdempotencyOptions, 'store'>
@@ -136,13 +179,7 @@ type YogaPlugins = NonNullable<
  * The scope is the `x-user` request header.
  */
 export function createFixture(options: FixtureOptions = {}) {
-  const store = spyOnStore(options.store ?? createMemoryStore({ now: options.engine?.now }))
-  const events: IdempotencyEvent[] = []
-  const idempotency = createIdempotency({
-    store,
-    onEvent: (event) => events.push(event),
-    ...options.engine,
-  })
+  const { store, events, idempotency } = createSpiedEngine(options)
   const { schema: sdlSchema, resolvers, gate } = createTestSchema()
   const schema = options.schema ?? sdlSchema
   const yoga = createYoga<Record<string, unknown>>({
@@ -236,3 +273,19 @@ export const createOrder = /* GraphQL */ `
     }
   }
 `
+
+/** GraphQL Yoga (through `yoga.fetch`) as a host of the GraphQL cases both servers share. */
+export const yogaHost = {
+  name: 'GraphQL Yoga',
+  incrementalAccept: { accept: 'multipart/mixed' },
+  async setup({ plugin, engine, schema, batching, masking }: HostOptions = {}) {
+    const maskedErrors =
+      masking === undefined
+        ? undefined
+        : masking === 'off'
+          ? false
+          : { errorMessage: maskedMessage }
+    const fixture = createFixture({ plugin, engine, schema, yoga: { batching, maskedErrors } })
+    return { ...fixture, client: await fetchClient(fixture.yoga) }
+  },
+} satisfies GraphQLHost

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { createFixture, createOrder, fetchClient } from './fixtures'
+import { describeGraphQLBatchCases } from '../adapters/graphql-cases'
+import { createFixture, createOrder, fetchClient, yogaHost } from './fixtures'
 
 const body = { query: createOrder, variables: { item: 'book' } }
 
@@ -169,42 +170,4 @@ describe('where useIdempotency finds the key', () => {
   })
 })
 
-describe('useIdempotency with batched requests', () => {
-  it('uses each operation extensions key on its own, and replays only the repeated one', async () => {
-    const { client, resolvers } = await setup({ yoga: { batching: true } })
-    const first = await client.post([
-      { ...body, extensions: { idempotencyKey: 'batch-1' } },
-      { ...body, extensions: { idempotencyKey: 'batch-2' } },
-    ])
-    expect(resolvers.createOrder).toHaveBeenCalledTimes(2)
-    expect(first.headers.get('idempotent-replay')).toBeNull()
-    const second = await client.post([
-      { ...body, extensions: { idempotencyKey: 'batch-2' } },
-      { ...body, extensions: { idempotencyKey: 'batch-3' } },
-    ])
-    expect(resolvers.createOrder).toHaveBeenCalledTimes(3)
-    expect(second.json[0]).toEqual(first.json[1])
-    expect(second.json[1].data.createOrder.id).toBe('3')
-    expect(second.headers.get('idempotent-replay')).toBe('true')
-  })
-
-  it('treats two operations of one batch under one header key as one operation', async () => {
-    // The resolver is held until the duplicate has been answered, so the two overlap for sure.
-    let releaseResolver = () => {}
-    const { client, resolvers, gate } = await setup({
-      yoga: { batching: true },
-      engine: { onEvent: (event) => event.type === 'conflict' && releaseResolver() },
-    })
-    releaseResolver = gate.open
-    const slow = { query: 'mutation { slowOrder(item: "lamp") { item } }' }
-    const reply = await client.post([slow, slow], { 'idempotency-key': 'batch-h' })
-    expect(resolvers.slowOrder).toHaveBeenCalledTimes(1)
-    const ran = reply.json.filter((r: { data?: unknown }) => r.data)
-    const refused = reply.json.filter((r: { errors?: unknown }) => r.errors)
-    expect(ran).toEqual([{ data: { slowOrder: { item: 'lamp' } } }])
-    expect(refused[0].errors[0].extensions).toEqual({
-      code: 'IDEMPOTENCY_IN_PROGRESS',
-      retryAfter: 1,
-    })
-  })
-})
+describeGraphQLBatchCases(yogaHost)

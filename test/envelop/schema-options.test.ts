@@ -1,45 +1,15 @@
 import { envelop, useEngine, useSchema } from '@envelop/core'
-import {
-  execute,
-  GraphQLInt,
-  GraphQLNonNull,
-  GraphQLObjectType,
-  GraphQLSchema,
-  GraphQLString,
-  parse,
-  specifiedRules,
-  subscribe,
-  validate,
-} from 'graphql'
+import { execute, parse, specifiedRules, subscribe, validate } from 'graphql'
 import { createSchema } from 'graphql-yoga'
-import { describe, expect, it, vi } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { idempotentDirectiveTypeDefs, useIdempotency } from '../../adapters/envelop'
 import { createIdempotency, createMemoryStore } from '../../src'
-import { createClock, createFixture, fetchClient } from './fixtures'
+import { describeGraphQLSchemaCases } from '../adapters/graphql-cases'
+import { codeFirstSchema, createClock, createFixture, fetchClient, yogaHost } from './fixtures'
 
 async function setup(options?: Parameters<typeof createFixture>[0]) {
   const fixture = createFixture(options)
   return { ...fixture, client: await fetchClient(fixture.yoga) }
-}
-
-/** A graphql-js (code-first) schema whose `pay` field carries `extensions.idempotency`. */
-function codeFirstSchema(idempotency: unknown) {
-  const pay = vi.fn((_: unknown, args: { amount: number }) => args.amount)
-  const schema = new GraphQLSchema({
-    query: new GraphQLObjectType({ name: 'Query', fields: { ok: { type: GraphQLString } } }),
-    mutation: new GraphQLObjectType({
-      name: 'Mutation',
-      fields: {
-        pay: {
-          type: GraphQLInt,
-          args: { amount: { type: new GraphQLNonNull(GraphQLInt) } },
-          extensions: { idempotency },
-          resolve: pay,
-        },
-      },
-    }),
-  })
-  return { schema, pay }
 }
 
 describe('schema options of useIdempotency', () => {
@@ -62,15 +32,6 @@ describe('schema options of useIdempotency', () => {
     clock.advance(1)
     await client.post(send, { 'idempotency-key': 'mail-1' })
     expect(resolvers.sendEmail).toHaveBeenCalledTimes(2)
-  })
-
-  it('requires a key for a code-first field with extensions.idempotency.required', async () => {
-    const { schema, pay } = codeFirstSchema({ required: true })
-    const { client } = await setup({ schema })
-    const reply = await client.post({ query: 'mutation { pay(amount: 3) }' })
-    expect(reply.status).toBe(400)
-    expect(reply.json.errors[0].extensions.code).toBe('IDEMPOTENCY_KEY_REQUIRED')
-    expect(pay).not.toHaveBeenCalled()
   })
 
   it('reads a code-first ttl as a duration (number of milliseconds or a string)', async () => {
@@ -221,3 +182,5 @@ describe('schema options of useIdempotency', () => {
     expect(() => useIdempotency({} as never)).toThrow(/needs `idempotency`/)
   })
 })
+
+describeGraphQLSchemaCases(yogaHost)

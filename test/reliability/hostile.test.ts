@@ -18,8 +18,16 @@ const where = databaseUrl
   ? 'on PostgreSQL [postgres]'
   : 'on PGlite (DATABASE_URL is not set: the real-PostgreSQL run is skipped)'
 
-const invalid: Record<Adapter, string> = { trpc: 'KEY_INVALID', graphql: 'IDEMPOTENCY_KEY_INVALID' }
-const reused: Record<Adapter, string> = { trpc: 'KEY_REUSED', graphql: 'IDEMPOTENCY_KEY_REUSED' }
+const invalid: Record<Adapter, string> = {
+  trpc: 'KEY_INVALID',
+  graphql: 'IDEMPOTENCY_KEY_INVALID',
+  apollo: 'IDEMPOTENCY_KEY_INVALID',
+}
+const reused: Record<Adapter, string> = {
+  trpc: 'KEY_REUSED',
+  graphql: 'IDEMPOTENCY_KEY_REUSED',
+  apollo: 'IDEMPOTENCY_KEY_REUSED',
+}
 
 /** Header values a client (or an attacker) may send; node's client refuses raw control bytes. */
 const badHeaders: [string, string | string[]][] = [

@@ -23,6 +23,7 @@ const lockTimeout = 2000
 const unavailable: Record<Adapter, string> = {
   trpc: 'STORE_UNAVAILABLE',
   graphql: 'IDEMPOTENCY_STORE_UNAVAILABLE',
+  apollo: 'IDEMPOTENCY_STORE_UNAVAILABLE',
 }
 
 describe.skipIf(!databaseUrl)(

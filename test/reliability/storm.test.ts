@@ -35,6 +35,8 @@ describe(`${callers} concurrent requests with one key against one server ${where
     ['trpc', 'wait'],
     ['graphql', 'reject'],
     ['graphql', 'wait'],
+    ['apollo', 'reject'],
+    ['apollo', 'wait'],
   ]
   it.each(cases)(
     'through %s over HTTP with concurrency %s, the handler runs exactly once and every other caller gets its replay or 409',
@@ -47,6 +49,7 @@ describe(`${callers} concurrent requests with one key against one server ${where
         store,
         engine: { concurrency, waitTimeout: '60s' },
         hooks: gate.hooks,
+        apollo: adapter === 'apollo',
       })
       try {
         const key = `storm-${adapter}-${concurrency}`

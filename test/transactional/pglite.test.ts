@@ -5,6 +5,7 @@ import { z } from 'zod'
 import { createIdempotencyMiddleware } from '../../adapters/trpc'
 import { createIdempotency } from '../../src'
 import { createDrizzleStore } from '../../src/stores/drizzle'
+import { serveApollo } from './apollo-server'
 import {
   claimAsDeadExecutor,
   deferred,
@@ -224,10 +225,13 @@ describe('transactional mode on PGlite', () => {
     expect(await lite.orderCount(key)).toBe(1)
   })
 
-  describe('through GraphQL Yoga', () => {
-    let server: Awaited<ReturnType<typeof serveYoga>>
+  describe.each([
+    ['GraphQL Yoga', serveYoga],
+    ['Apollo Server', serveApollo],
+  ])('through %s', (_name, serve) => {
+    let server: Awaited<ReturnType<typeof serve>>
     beforeAll(async () => {
-      server = await serveYoga(lite.engine(), lite.orders)
+      server = await serve(lite.engine(), lite.orders)
     })
     afterAll(() => server.close())
 

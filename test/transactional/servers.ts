@@ -109,7 +109,7 @@ export async function settleCall<T>(call: Promise<T>) {
   }
 }
 
-const typeDefs = /* GraphQL */ `
+export const typeDefs = /* GraphQL */ `
   type Order {
     id: Int!
     item: String!
@@ -128,21 +128,21 @@ const typeDefs = /* GraphQL */ `
   }
 `
 
-type Context = IdempotencyContextFields<AnyPgDatabase> & YogaInitialContext
+export type Context = IdempotencyContextFields<AnyPgDatabase>
 
 /**
- * A Yoga server (on node:http) whose resolvers write through `context.tx`: `refuseOrder`
- * writes then throws an expected GraphQLError; `crashOrder` writes then throws an unexpected
- * error, which Yoga masks.
+ * The resolvers both GraphQL servers run, writing through `context.tx`: `refuseOrder` writes
+ * then throws an expected GraphQLError; `crashOrder` writes then throws an unexpected error,
+ * which the server masks. Each mutation resolver is a spy.
  */
-export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders: Orders) {
+export function orderResolvers(orders: Orders) {
   const insert = async (context: Context, args: { ref: string; item: string }) => {
     const tx = context.tx
     if (!tx) throw new Error('no transaction in the context')
     const [row] = await tx.insert(orders).values(args).returning({ id: orders.id })
     return { id: row?.id ?? -1, item: args.item }
   }
-  const resolvers = {
+  const mutations = {
     createOrder: vi.fn((_: unknown, args: { ref: string; item: string }, context: Context) =>
       insert(context, args),
     ),
@@ -162,30 +162,23 @@ export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders:
       key: context.idempotency?.deriveKey('payment'),
     })),
   }
-  const yoga = createYoga({
-    schema: createSchema<Context>({
-      typeDefs,
-      resolvers: {
-        Query: {
-          orderCount: async (_: unknown, args: { ref: string }, context: Context) => {
-            if (context.tx !== undefined) throw new Error('a query got a transaction')
-            return args.ref.length
-          },
-        },
-        Mutation: resolvers,
-      },
-    }),
-    logging: false,
-    plugins: [useIdempotency({ idempotency, transactional: true })],
-  })
-  const server = createServer(yoga)
-  const url = await listen(server)
-  const post = async (
+  const query = {
+    orderCount: async (_: unknown, args: { ref: string }, context: Context) => {
+      if (context.tx !== undefined) throw new Error('a query got a transaction')
+      return args.ref.length
+    },
+  }
+  return { mutations, resolvers: { Query: query, Mutation: mutations } }
+}
+
+/** Posts GraphQL requests to `url` and reads what the client saw. */
+export function graphqlPoster(url: string) {
+  return async (
     query: string,
     variables: Record<string, unknown>,
     headers: Record<string, string> = {},
   ) => {
-    const response = await fetch(`${url}/graphql`, {
+    const response = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
       body: JSON.stringify({ query, variables }),
@@ -197,5 +190,21 @@ export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders:
       body: (await response.json()) as any,
     }
   }
-  return { post, resolvers, close: closer(server) }
+}
+
+/**
+ * A Yoga server (on node:http) over {@link orderResolvers}, in transactional mode. (Apollo
+ * Server's is in ./apollo-server.ts: the graphql 17 leg of CI loads this file, and Apollo
+ * Server 5 runs on graphql 16 only.)
+ */
+export async function serveYoga(idempotency: Idempotency<AnyPgDatabase>, orders: Orders) {
+  const { mutations, resolvers } = orderResolvers(orders)
+  const yoga = createYoga({
+    schema: createSchema<Context & YogaInitialContext>({ typeDefs, resolvers }),
+    logging: false,
+    plugins: [useIdempotency({ idempotency, transactional: true })],
+  })
+  const server = createServer(yoga)
+  const url = await listen(server)
+  return { post: graphqlPoster(`${url}/graphql`), resolvers: mutations, close: closer(server) }
 }
