@@ -495,6 +495,49 @@ describeStoreConformance({
         `the shipped conformance suite under vitest: ${error.stdout}${error.stderr || error.message}`,
       )
     }
+    // vitest 5 (the current major) needs Node 22 or newer: on those, the same file under it,
+    // in a project of its own that installs the tarball beside vitest 5.
+    if (Number(process.versions.node.split('.')[0]) >= 22) {
+      const vitest5 = join(work, 'vitest5')
+      mkdirSync(vitest5)
+      writeFileSync(
+        join(vitest5, 'package.json'),
+        JSON.stringify({ name: 'pack-check-vitest5', private: true, type: 'module' }),
+      )
+      cpSync(join(consumer, 'conformance.test.mjs'), join(vitest5, 'conformance.test.mjs'))
+      run(
+        'npm',
+        [
+          'install',
+          '--no-audit',
+          '--no-fund',
+          '--no-package-lock',
+          '--ignore-scripts',
+          '--prefer-offline',
+          join(work, packed.filename),
+          'vitest@5',
+        ],
+        vitest5,
+      )
+      const version = JSON.parse(
+        readFileSync(join(vitest5, 'node_modules/vitest/package.json'), 'utf8'),
+      ).version
+      try {
+        const output = run(
+          process.execPath,
+          [join(vitest5, 'node_modules/vitest/vitest.mjs'), 'run', 'conformance.test.mjs'],
+          vitest5,
+          { ...npmEnv, NO_COLOR: '1', FORCE_COLOR: '0' },
+        )
+        const passed = /Tests\s+(\d+) passed/.exec(output)
+        if (!passed) fail(`vitest ${version} ran no conformance case:\n${output}`)
+        log(`vitest ${version} ran the shipped store conformance suite: ${passed[1]} cases passed`)
+      } catch (error) {
+        fail(
+          `the shipped conformance suite under vitest ${version}: ${error.stdout}${error.stderr || error.message}`,
+        )
+      }
+    }
   }
 
   // 9. A project that already has the current Redis client majors installs the tarball without

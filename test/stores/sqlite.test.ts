@@ -126,7 +126,7 @@ describeSqlite("libSQL through drizzle's query path", async (log) => {
 
 if (better.load) {
   const load = better.load
-  describeSqlite('better-sqlite3', async (log) => {
+  describeSqlite(`better-sqlite3 ${better.version}`, async (log) => {
     const client = files.betterSqlite3(load, log ? 'counted-better.db' : nextFile())
     return drizzleBetterSqlite3({ client, ...(log ? { logger: log.logger } : {}) })
   })
