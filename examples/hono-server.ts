@@ -8,17 +8,25 @@ import { createDrizzleStore } from 'idempotent-mutations/drizzle'
 import { idempotency } from 'idempotent-mutations/hono'
 import * as payments from './payments'
 
-export function createHonoApp(db: payments.Database, engine: ReturnType<typeof createIdempotency>) {
+export function createHonoApp(
+  db: payments.Database,
+  engine: ReturnType<typeof createIdempotency>,
+  observe?: payments.Observe,
+) {
   const app = new Hono()
   // Who is asking: in a real app, the authenticated user or tenant. Keys never cross users.
   const scope = (request: Request) => request.headers.get('x-user-id')
   app.use('/charges', idempotency({ idempotency: engine, scope, required: true }))
   app.post('/charges', async (c) => {
+    await observe?.('charge')
     const { orderId, amount, currency } = await c.req.json()
     const row = { via: 'hono', orderId: String(orderId), amount: Number(amount), currency }
     return c.json((await db.insert(payments.charges).values(row).returning())[0], 201)
   })
-  app.get('/charges', async (c) => c.json(await db.select().from(payments.charges)))
+  app.get('/charges', async (c) => {
+    await observe?.('query')
+    return c.json(await db.select().from(payments.charges))
+  })
   return app
 }
 

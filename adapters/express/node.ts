@@ -109,9 +109,22 @@ export function captureResponse(res: NodeResponse): {
     later([chunk, encoding, callback].find((item) => typeof item === 'function'))
     return res
   }) as typeof res.end
-  // The client went away before the stack finished: the body errors, and the key is released.
+  // The client going away (its end of the connection ended or reset) does not end the
+  // operation: the route runs on (a charge it makes is made), and what it answers is recorded
+  // for the retry, which replays it instead of charging again; nothing is sent, as
+  // `sendFetchResponse` finds the connection gone. A route that never answers then keeps its key
+  // in progress until the lease ends. A connection closed from this side before the end (the
+  // stack gave up on a response it had begun: Express destroys the socket when a route fails
+  // after writing) errors the body, and the key is released.
+  const socket = res.socket
+  let clientLeft = false
+  const onClientLeft = () => {
+    clientLeft = true
+  }
+  socket?.once('end', onClientLeft)
+  socket?.once('error', onClientLeft)
   const onClose = () => {
-    if (ended) return
+    if (ended || clientLeft) return
     ended = true
     start()
     controller.error(new Error('the connection closed before the response was complete'))
@@ -138,6 +151,8 @@ export function captureResponse(res: NodeResponse): {
     },
     restore: () => {
       res.off('close', onClose)
+      socket?.off('end', onClientLeft)
+      socket?.off('error', onClientLeft)
       unhookHead()
       res.write = write
       res.end = end

@@ -27,6 +27,66 @@ async function serve(routes: (app: express.Express) => void, parser?: express.Re
   return { base, store }
 }
 
+function deferred() {
+  let resolve!: () => void
+  const promise = new Promise<void>((done) => {
+    resolve = done
+  })
+  return { promise, resolve }
+}
+
+describe('the Express middleware when the client hangs up', () => {
+  it('records what the route answers after its client went away: the retry replays it and the route ran once', async () => {
+    let charged = 0
+    const inside = deferred()
+    const hungUp = deferred()
+    const gate = deferred()
+    const executed = deferred()
+    const app = express()
+    app.use(
+      express.json(),
+      idempotency({
+        idempotency: createIdempotency({
+          store: createMemoryStore(),
+          onEvent: (event) => {
+            if (event.type === 'executed') executed.resolve()
+          },
+        }),
+      }),
+    )
+    app.post('/charges', async (_req, res) => {
+      res.once('close', () => hungUp.resolve())
+      inside.resolve()
+      await gate.promise
+      res.status(201).json({ charge: ++charged })
+    })
+    server = createServer(app)
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/charges`
+    const send = (signal?: AbortSignal) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'k-hang-up' },
+        body: '{"amount":4200}',
+        signal,
+      })
+
+    const client = new AbortController()
+    const first = send(client.signal).catch((error: Error) => error.name)
+    await inside.promise
+    client.abort()
+    expect(await first).toBe('AbortError')
+    await hungUp.promise
+    gate.resolve()
+    await executed.promise
+    const retry = await send()
+    expect(retry.status).toBe(201)
+    expect(retry.headers.get('idempotent-replay')).toBe('true')
+    expect(await retry.json()).toEqual({ charge: 1 })
+    expect(charged).toBe(1)
+  })
+})
+
 describe('the Express middleware on routes written for Express', () => {
   it('leaves safe methods, and POSTs without a key, to the routes untouched: streams and flushed headers included', async () => {
     const chunks = vi.fn()
