@@ -42,12 +42,9 @@ export async function claimInTransaction<TTransaction>(
 ): Promise<TransactionalClaim<TTransaction>> {
   const { claimTimeout } = context
   let held: HeldTransaction<TTransaction>
-  const opening = holdTransaction<TTransaction>((fn) => storeTransaction(context, fn))
   try {
-    held = await bounded(opening, claimTimeout, 'claim')
+    held = await openTransaction(context, base)
   } catch (error) {
-    // A transaction that opens after its bound has no one to use it.
-    opening.then((late) => rollbackQuietly(context, late, base)).catch(() => {})
     return { kind: 'failed', error }
   }
   let result: TransactionClaimResult
@@ -101,14 +98,33 @@ export async function recordlessLease<TTransaction>(
   context: EngineContext<TTransaction>,
   operation: string,
 ): Promise<Lease<TTransaction>> {
+  const base = { operation, scope: '', key: '' }
   let held: HeldTransaction<TTransaction>
   try {
-    held = await holdTransaction<TTransaction>((fn) => storeTransaction(context, fn))
+    held = await openTransaction(context, base)
   } catch (error) {
     context.logger.error(`could not open a transaction for operation ${operation}`, error)
     throw new StoreUnavailableError({ cause: error })
   }
-  return new RecordlessLease(context, held, { operation, scope: '', key: '' })
+  return new RecordlessLease(context, held, base)
+}
+
+/**
+ * Opens a transaction of the store and holds it open, within `claimTimeout`: a pool that hands
+ * out no connection (all held, or the database unreachable) must not hold the request for ever.
+ */
+async function openTransaction<TTransaction>(
+  context: EngineContext<TTransaction>,
+  base: EventBase,
+): Promise<HeldTransaction<TTransaction>> {
+  const opening = holdTransaction<TTransaction>((fn) => storeTransaction(context, fn))
+  try {
+    return await bounded(opening, context.claimTimeout, 'claim')
+  } catch (error) {
+    // A transaction that opens after its bound has no one to use it.
+    opening.then((late) => rollbackQuietly(context, late, base)).catch(() => {})
+    throw error
+  }
 }
 
 /** What a won transactional claim holds open. */

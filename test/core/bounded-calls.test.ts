@@ -137,19 +137,22 @@ describe('engine: a completion that outlives a short outage', () => {
 /**
  * A transactional store in memory whose COMMIT the test decides: `commit` is called once the
  * callback returned, and what it returns is what the transaction's promise does. `rollback`
- * likewise once the callback threw, and `savepoint` replaces opening a savepoint.
+ * likewise once the callback threw, `savepoint` replaces opening a savepoint, and `open` is what
+ * the transaction waits for before it begins (a pool handing out a connection).
  */
 function transactionalStore(
   commit: () => Promise<void>,
   overrides: {
     rollback?: () => Promise<void>
     savepoint?: StoreTransaction['savepoint']
+    open?: () => Promise<void>
   } = {},
 ): IdempotencyStore {
   const memory = createMemoryStore()
   return {
     ...memory,
     async transaction<T>(fn: (session: StoreTransaction) => Promise<T>): Promise<T> {
+      await overrides.open?.()
       const session: StoreTransaction = {
         handle: {},
         async claim(input) {
@@ -186,6 +189,32 @@ describe('engine: transactional statements that never answer', () => {
     expect(error).toBeInstanceOf(StoreUnavailableError)
     expect(error.cause).toMatchObject({ name: 'StoreTimeoutError', stage: 'claim' })
     expect(handler).not.toHaveBeenCalled()
+  })
+
+  // Failing open, the keyed claim's transaction times out first, then the recordless one.
+  it.for([
+    ['no key', undefined, 1],
+    ['a key, failing open', 'k', 2],
+  ] as const)('a transaction that never opens, with %s, answers 503 STORE_UNAVAILABLE after claimTimeout; each that opens late is rolled back', async ([, key, opens]) => {
+    const opened = deferred()
+    const open = vi.fn(() => opened.promise)
+    const rollback = vi.fn(async () => {})
+    const idempotency = createIdempotency({
+      store: transactionalStore(async () => {}, { open, rollback }),
+      transactional: true,
+      required: false,
+      onStoreError: 'fail-open',
+      claimTimeout: 30,
+      logger: quiet,
+    })
+    const handler = vi.fn()
+    const error = await idempotency.execute({ key, operation }, handler).catch((e) => e)
+    expect(error).toBeInstanceOf(StoreUnavailableError)
+    expect(error.cause).toMatchObject({ name: 'StoreTimeoutError', stage: 'claim' })
+    expect(handler).not.toHaveBeenCalled()
+    expect(open).toHaveBeenCalledTimes(opens)
+    opened.resolve()
+    await vi.waitFor(() => expect(rollback).toHaveBeenCalledTimes(opens))
   })
 
   it('a ROLLBACK that never answers holds the caller at most releaseTimeout; it gets the handler error', async () => {
