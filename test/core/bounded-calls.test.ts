@@ -195,27 +195,30 @@ describe('engine: transactional statements that never answer', () => {
   it.for([
     ['no key', undefined, 1],
     ['a key, failing open', 'k', 2],
-  ] as const)('a transaction that never opens, with %s, answers 503 STORE_UNAVAILABLE after claimTimeout; each that opens late is rolled back', async ([, key, opens]) => {
-    const opened = deferred()
-    const open = vi.fn(() => opened.promise)
-    const rollback = vi.fn(async () => {})
-    const idempotency = createIdempotency({
-      store: transactionalStore(async () => {}, { open, rollback }),
-      transactional: true,
-      required: false,
-      onStoreError: 'fail-open',
-      claimTimeout: 30,
-      logger: quiet,
-    })
-    const handler = vi.fn()
-    const error = await idempotency.execute({ key, operation }, handler).catch((e) => e)
-    expect(error).toBeInstanceOf(StoreUnavailableError)
-    expect(error.cause).toMatchObject({ name: 'StoreTimeoutError', stage: 'claim' })
-    expect(handler).not.toHaveBeenCalled()
-    expect(open).toHaveBeenCalledTimes(opens)
-    opened.resolve()
-    await vi.waitFor(() => expect(rollback).toHaveBeenCalledTimes(opens))
-  })
+  ] as const)(
+    'a transaction that never opens, with %s, answers 503 STORE_UNAVAILABLE after claimTimeout; each that opens late is rolled back',
+    async ([, key, opens]) => {
+      const opened = deferred()
+      const open = vi.fn(() => opened.promise)
+      const rollback = vi.fn(async () => {})
+      const idempotency = createIdempotency({
+        store: transactionalStore(async () => {}, { open, rollback }),
+        transactional: true,
+        required: false,
+        onStoreError: 'fail-open',
+        claimTimeout: 30,
+        logger: quiet,
+      })
+      const handler = vi.fn()
+      const error = await idempotency.execute({ key, operation }, handler).catch((e) => e)
+      expect(error).toBeInstanceOf(StoreUnavailableError)
+      expect(error.cause).toMatchObject({ name: 'StoreTimeoutError', stage: 'claim' })
+      expect(handler).not.toHaveBeenCalled()
+      expect(open).toHaveBeenCalledTimes(opens)
+      opened.resolve()
+      await vi.waitFor(() => expect(rollback).toHaveBeenCalledTimes(opens))
+    },
+  )
 
   it('a ROLLBACK that never answers holds the caller at most releaseTimeout; it gets the handler error', async () => {
     const rollback = deferred()
