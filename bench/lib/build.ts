@@ -4,7 +4,8 @@
  * sources: `tsx` compiles sources with esbuild's `keepNames`, which wraps every function the
  * engine creates per call in a `__name()` call that the shipped package does not have.
  */
-import { rm } from 'node:fs/promises'
+import { execFileSync } from 'node:child_process'
+import { rm, symlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { build } from 'tsup'
@@ -26,16 +27,17 @@ export interface BuiltLibrary extends Library {
   dispose(): Promise<void>
 }
 
-export async function buildLibrary(): Promise<BuiltLibrary> {
-  // Inside node_modules so the build's bare imports (superjson, drizzle-orm, ...) resolve
-  // against the project's own dependencies; per process so parallel runs never meet.
-  const directory = join(
-    root,
-    'node_modules',
-    '.cache',
-    'idempotent-mutations-bench',
-    String(process.pid),
-  )
+/**
+ * Inside node_modules so a build's bare imports (superjson, drizzle-orm, ...) resolve against the
+ * project's own dependencies; per process (and per copy) so parallel runs never meet.
+ */
+function scratch(name: string): string {
+  return join(root, 'node_modules', '.cache', 'idempotent-mutations-bench', `${process.pid}${name}`)
+}
+
+/** Builds the working tree; `copy` names a second, separately loaded copy (an A/A control). */
+export async function buildLibrary(copy = ''): Promise<BuiltLibrary> {
+  const directory = scratch(copy)
   await build({
     config: join(root, 'tsup.config.ts'),
     outDir: directory,
@@ -43,6 +45,35 @@ export async function buildLibrary(): Promise<BuiltLibrary> {
     sourcemap: false,
     silent: true,
   })
+  return loadBuild(directory)
+}
+
+/**
+ * Builds the package as it was at git `revision` (checked out in a worktree of its own, built by
+ * that revision's tsup config) to measure a change against it in the same run.
+ */
+export async function buildRevision(revision: string): Promise<BuiltLibrary> {
+  const directory = scratch(`-${revision}`)
+  const tree = `${directory}-tree`
+  const git = (...args: string[]) =>
+    execFileSync('git', args, { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] })
+  await rm(tree, { recursive: true, force: true })
+  git('worktree', 'prune')
+  git('worktree', 'add', '--detach', tree, revision)
+  try {
+    await symlink(join(root, 'node_modules'), join(tree, 'node_modules'))
+    execFileSync(
+      process.execPath,
+      [join(root, 'node_modules', 'tsup', 'dist', 'cli-default.js'), '--out-dir', directory],
+      { cwd: tree, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: '' } },
+    )
+  } finally {
+    git('worktree', 'remove', '--force', tree)
+  }
+  return loadBuild(directory)
+}
+
+async function loadBuild(directory: string): Promise<BuiltLibrary> {
   const load = (entry: string) => import(pathToFileURL(join(directory, `${entry}.js`)).href)
   return {
     directory,
