@@ -8,11 +8,6 @@ import {
   isDeterministicStatus,
 } from '../kit'
 
-/** What `scope`, `getKey` and the handler's context are told about a request. */
-export interface HttpRequestInfo {
-  request: Request
-}
-
 /**
  * The options of the plain-HTTP adapters (`withIdempotency`, Hono's and Express's middleware):
  * four of the common ones ({@link AdapterOptions}: `scope` gets the request, `getKey` a clone

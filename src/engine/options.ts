@@ -190,7 +190,7 @@ export interface ResolvedOptions<TTransaction = unknown> {
 export function assertTransactionalStore(store: IdempotencyStore<unknown>, where: string): void {
   if (typeof store.transaction !== 'function') {
     throw new TypeError(
-      `idempotent-mutations: ${where} asks for transactional mode, which needs a store that keeps records in your database transaction (createDrizzleStore); this store has no transaction()`,
+      `idempotent-mutations: ${where} asks for transactional mode, which needs a store that keeps records in your database transaction (createDrizzleStore on PostgreSQL); this store has no transaction()`,
     )
   }
 }
