@@ -35,6 +35,7 @@ type HookResult<TContext> = OnExecuteHookResult<TContext> | undefined
 function mutationCall<TContext extends DefaultContext>(
   { args, context }: Payload<TContext>,
   operation: OperationDefinitionNode,
+  yoga: YogaRequests,
 ): MutationCall<TContext> {
   return {
     schema: args.schema,
@@ -48,6 +49,7 @@ function mutationCall<TContext extends DefaultContext>(
       (context.req as { headers?: unknown } | undefined)?.headers,
     extensions: (context.params as { extensions?: Record<string, unknown> } | undefined)
       ?.extensions,
+    adapter: yoga.runs(context) ? 'yoga' : undefined,
   }
 }
 
@@ -73,7 +75,7 @@ function mutationCall<TContext extends DefaultContext>(
 export function useIdempotency<TContext extends DefaultContext = DefaultContext>(
   options: UseIdempotencyOptions<TContext>,
 ): IdempotencyPlugin<TContext> {
-  const settings = resolveGraphQLOptions(options, 'useIdempotency')
+  const settings = resolveGraphQLOptions(options, 'useIdempotency', 'envelop')
   const yoga = new YogaRequests()
 
   function onClaim(payload: Payload<TContext>, claim: Claim): HookResult<TContext> {
@@ -101,7 +103,7 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       const operation = getOperationAST(args.document, args.operationName)
       // Queries and everything else pass through synchronously: no store call, no extra tick.
       if (operation?.operation !== 'mutation') return
-      const claim = claimMutation(settings, mutationCall(payload, operation))
+      const claim = claimMutation(settings, mutationCall(payload, operation, yoga))
       // A mutation that needs no record is let through synchronously (see claimMutation).
       if (!(claim instanceof Promise)) return onClaim(payload, claim)
       return claim.then((claimed) => onClaim(payload, claimed))

@@ -105,6 +105,7 @@ async function operationOf<TTransaction>(
     required: options.required,
     ttl: options.ttl,
     lockTimeout: options.lockTimeout,
+    adapter: options.adapter,
   }
   if (key === undefined) return base
   return {

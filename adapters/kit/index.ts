@@ -5,11 +5,12 @@
  *
  * A new adapter, in its host's hooks:
  *
- *     once        settings = resolveAdapterOptions(options, 'myAdapter', defaultMyStoreErrors)
+ *     once        settings = resolveAdapterOptions(options, 'myAdapter', defaultMyStoreErrors,
+ *                   'my-host')
  *     per call    key: the header (readKeyHeader), the host's own sources, or
  *                   keyFromGetKey(options.getKey, call); scope: findScope(options.scope, call, where)
  *                 attempt = await settings.idempotency.begin({ key, operation, scope, payload,
- *                   required, transactional: settings.transactional })
+ *                   required, transactional: settings.transactional, adapter: settings.adapter })
  *     'bypass'    run, with contextFields(unkeyedContext, settings) in the host's context
  *     'replay'    answer attempt.outcome in the host's form, with `${replayHeader}: true`
  *     'execute'   run, with contextFields(attempt.lease, settings); then settle exactly once:

@@ -138,6 +138,7 @@ function operationRequest(
     ttl: procedure?.ttl,
     lockTimeout: procedure?.lockTimeout,
     transactional: settings.transactional,
+    adapter: settings.adapter,
   }
   const { getKey } = options
   if (getKey) {
@@ -248,6 +249,7 @@ export function createIdempotencyMiddleware<TContext = object>(
     options,
     'createIdempotencyMiddleware',
     defaultTRPCStoreErrors,
+    'trpc',
   )
   const { idempotency, logger, storeErrors } = settings
   const { root } = options
