@@ -257,7 +257,7 @@ const httpRoutes: Record<Operation, { method: string; path: string }> = {
   crash: { method: 'POST', path: '/busy' },
 }
 
-function httpDriver(
+export function httpDriver(
   transport: (typeof httpTransports)[number],
   store: ReturnType<typeof useHttpStores>[number],
 ): Driver {

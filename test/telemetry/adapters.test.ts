@@ -1,8 +1,17 @@
 import { SpanStatusCode } from '@opentelemetry/api'
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { createMemoryStore, type IdempotencyStore } from '../../src'
-import { type App, type Call, type Driver, graphqlDriver, trpcDriver } from '../adapters/drivers'
+import {
+  type App,
+  type Call,
+  type Driver,
+  graphqlDriver,
+  httpDriver,
+  trpcDriver,
+} from '../adapters/drivers'
+import { apolloTransports, createApolloFixture } from '../apollo/fixtures'
 import { createFixture, transports } from '../envelop/fixtures'
+import { transports as httpTransports } from '../http/fixtures'
 import { countOf, createRecordingSdk, operationSpans, parentOf } from './sdk'
 
 /**
@@ -236,5 +245,42 @@ describe.each(hosts)('$driver.name', ({ driver, adapter }) => {
     await send({} satisfies Call)
     await send({ operation: 'read', key: 'k-read' })
     expect(sdk.spans()).toEqual([])
+  })
+})
+
+describe('the adapter attribute', () => {
+  const memory = { name: 'memory', createStore: async () => createMemoryStore(), skip: false }
+  const [apolloTransport, connectApollo] = apolloTransports[2]
+  const named: { driver: Driver; adapter: string }[] = [
+    ...hosts,
+    {
+      driver: graphqlDriver('GraphQL Yoga through node:http', createFixture, (fixture) =>
+        transports[1][1](fixture.yoga),
+      ),
+      adapter: 'yoga',
+    },
+    {
+      driver: graphqlDriver(`Apollo Server through ${apolloTransport}`, createApolloFixture, (f) =>
+        connectApollo(f.server),
+      ),
+      adapter: 'apollo',
+    },
+    ...httpTransports.map((transport) => ({
+      driver: httpDriver(transport, memory),
+      adapter: transport.split(' ')[0]!,
+    })),
+  ]
+
+  it.each(named)('is $adapter through $driver.name', async ({ driver, adapter }) => {
+    sdk.reset()
+    const app = await driver.open()
+    try {
+      await app.send({ key: `k-${adapter}` })
+    } finally {
+      await app.close()
+    }
+    await vi.waitFor(() => expect(operationSpans(sdk.spans())).toHaveLength(1))
+    const [operation] = operationSpans(sdk.spans())
+    expect(operation!.attributes['idempotency.adapter']).toBe(adapter)
   })
 })
