@@ -74,6 +74,14 @@ const outcomesOfCodes: Record<string, TelemetryOutcome> = {
 /** The outcomes a span reports as an error: the library (or its store) failed. */
 const failures = new Set<TelemetryOutcome>(['store_error', 'outcome_unknown', 'error'])
 
+/**
+ * Where the API (every 1.x copy of it) keeps what an SDK registers. Absent until something
+ * registers: then no SDK is there, and a keyed call need not ask the API (two lookups of its
+ * global providers, each checking the registry's version) to learn it.
+ */
+const registryKey = Symbol.for('opentelemetry.js.api.1')
+const registry = globalThis as { [registryKey]?: unknown }
+
 /** The operation trace of each lease an `execute` runs its handler under. */
 const leaseTraces = new WeakMap<object, OperationTrace>()
 
@@ -103,6 +111,8 @@ export class Telemetry {
   readonly #version: string | undefined
   readonly #tracerProvider: object | undefined
   readonly #meterProvider: object | undefined
+  /** True when both providers are the global ones. */
+  readonly #global: boolean
   // What the current tracer and instruments were made from: a provider registered (or
   // replaced) after the engine was created is picked up at the next operation.
   #tracerSource: object | undefined
@@ -117,10 +127,12 @@ export class Telemetry {
     this.#version = version
     this.#tracerProvider = options.tracerProvider as object | undefined
     this.#meterProvider = options.meterProvider as object | undefined
+    this.#global = this.#tracerProvider === undefined && this.#meterProvider === undefined
   }
 
   /** A trace for a keyed operation, or undefined when no SDK would record any of it. */
   start(operation: string, key: string, adapter: string | undefined): OperationTrace | undefined {
+    if (this.#global && registry[registryKey] === undefined) return undefined
     const tracer = this.tracer()
     const instruments = this.instruments()
     if (tracer === undefined && instruments === undefined) return undefined
