@@ -14,6 +14,7 @@ import {
   prepareSchema,
   resolveGraphQLOptions,
 } from '../graphql'
+import { runUnderOperation } from '../kit'
 import { type YogaHooks, YogaRequests } from './yoga'
 
 /**
@@ -128,7 +129,7 @@ function executeUnderLease<TContext extends DefaultContext>(
   setExecuteFn(async (executionArgs) => {
     let result: Awaited<ReturnType<typeof executeFn>>
     try {
-      result = await executeFn(executionArgs)
+      result = await runUnderOperation(execution.lease, () => executeFn(executionArgs))
     } catch (error) {
       // Envelop runs no onExecuteDone for an executor that throws. Yoga still reports the
       // request's end (onExecutionResult, onResponse); plain Envelop does not, so the key is

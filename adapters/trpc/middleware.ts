@@ -17,6 +17,7 @@ import {
   keyFromGetKey,
   replayHeader,
   resolveAdapterOptions,
+  runUnderOperation,
   settleFailure,
 } from '../kit'
 import { inBatchOrder, type Ran } from './batch-order'
@@ -285,7 +286,8 @@ export function createIdempotencyMiddleware<TContext = object>(
       }
       const { lease } = attempt
       const call = { ctx, path, input, root, storeErrors, logger, signal }
-      return settleLease(lease, () => runProcedure(next, lease, settings), call)
+      const procedure = () => runUnderOperation(lease, () => runProcedure(next, lease, settings))
+      return settleLease(lease, procedure, call)
     }
 
     const batch = request.key === undefined ? undefined : batchRequestOf(ctx)
