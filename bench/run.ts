@@ -10,7 +10,8 @@
  *                                        better-sqlite3 runs always, on a file of its own)
  *   npm run bench -- --quick           a few operations of each, to check the script runs
  *                                      (prints, writes no results)
- *   npm run bench -- --only=engine,http   some sections only (engine, drizzle, redis, http)
+ *   npm run bench -- --only=engine,http   some sections only (engine, telemetry, drizzle, redis,
+ *                                      http)
  *   npm run bench -- --source          measure the TypeScript sources through tsx instead of
  *                                      the tsup build
  *
@@ -27,8 +28,9 @@ import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
 import { benchEngine } from './sections/engine'
 import { benchHttp } from './sections/http'
 import { benchRedis, type RedisBudgets } from './sections/redis'
+import { benchTelemetry } from './sections/telemetry'
 
-const sections = ['engine', 'drizzle', 'redis', 'http'] as const
+const sections = ['engine', 'telemetry', 'drizzle', 'redis', 'http'] as const
 type Section = (typeof sections)[number]
 
 const args = process.argv.slice(2)
@@ -63,6 +65,7 @@ for (const [name, url] of [
 const budgets = quick
   ? {
       engine: { batch: 200, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
+      telemetry: { batch: 200, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
       drizzle: {
         latency: { batch: 10, rounds: 2, maxMs: 2_000 },
         throughput: { batch: 64, rounds: 1, minRounds: 1, maxMs: 2_000, warmupRounds: 0 },
@@ -80,6 +83,7 @@ const budgets = quick
     }
   : {
       engine: { batch: 4_000, rounds: 12, maxMs: 20_000, warmupRounds: 2 },
+      telemetry: { batch: 1_000, rounds: 40, maxMs: 15_000, warmupRounds: 2 },
       drizzle: {
         latency: { batch: 100, rounds: 10, maxMs: 8_000 },
         throughput: { batch: 192, rounds: 2, maxMs: 3_000, warmupRounds: 1 },
@@ -130,6 +134,18 @@ async function main(): Promise<void> {
       const { ours, powertools, 'node-idempotency': peer } = results.engine.overheadUs
       log(
         `  CPU µs over a direct call, first execution / replay: ours ${ours!.first} / ${ours!.replay}, Powertools ${powertools!.first} / ${powertools!.replay}, node-idempotency ${peer!.first} / ${peer!.replay}`,
+      )
+    }
+    if (wanted('telemetry')) {
+      log('OpenTelemetry on the engine: off vs no SDK vs an SDK recording ...')
+      results.telemetry = await benchTelemetry(lib, budgets.telemetry)
+      const { overheadUs, ratios } = results.telemetry
+      const pair = ({ first, replay }: { first: number; replay: number }) => `${first} / ${replay}`
+      log(
+        `  CPU µs over a direct call, first execution / replay: off ${pair(overheadUs['telemetry off'])}, no SDK ${pair(overheadUs['no SDK'])}, SDK ${pair(overheadUs.SDK)}`,
+      )
+      log(
+        `  time ÷, first execution / replay (medians of rounds): no SDK ÷ off ${pair(ratios.noSdkVsOff)}, A/A control ${pair(ratios.control)}, SDK ÷ no SDK ${pair(ratios.sdkVsNoSdk)}`,
       )
     }
     if (wanted('drizzle')) {

@@ -3,14 +3,23 @@
  * shared store, a server per adapter on free ports (tRPC, GraphQL Yoga, Apollo Server, Hono,
  * Express), and a story played through each with real HTTP requests: a charge whose response is
  * lost and retried, two concurrent duplicates, a key reused for another amount, and a read that
- * is never deduplicated. It prints what each step got, then the charges table, and exits non-zero
- * if any expectation failed.
+ * is never deduplicated. It prints what each step got, the trace of tRPC's retried charge as an
+ * OpenTelemetry SDK recorded it, then the charges table, and exits non-zero if any expectation
+ * failed.
  */
 import { randomUUID } from 'node:crypto'
 import type { Server } from 'node:http'
 import { createServer } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { getRequestListener } from '@hono/node-server'
+import { context, trace } from '@opentelemetry/api'
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base'
 import { eq, like } from 'drizzle-orm'
 import { createIdempotency } from 'idempotent-mutations'
 import { createDrizzleStore } from 'idempotent-mutations/drizzle'
@@ -182,7 +191,50 @@ async function retryUntilAnswered(send: () => Promise<Answer>): Promise<Answer[]
   return answers
 }
 
-async function story(transport: Transport, run: string, queries: { count: number }) {
+/**
+ * An OpenTelemetry SDK, registered the way an application registers it, recording into memory.
+ * The library is given nothing: it finds the SDK through `@opentelemetry/api`.
+ */
+function registerTracing() {
+  const exporter = new InMemorySpanExporter()
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+  trace.setGlobalTracerProvider(provider)
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+  return { exporter, provider }
+}
+
+/** Spans as an indented tree: each under its parent, in the order they started. */
+function printTrace(spans: readonly ReadableSpan[]): void {
+  const ids = new Set(spans.map((span) => span.spanContext().spanId))
+  const started = [...spans].sort((a, b) => hrMs(a.startTime) - hrMs(b.startTime))
+  const childrenOf = (id: string | undefined) =>
+    started.filter((span) => {
+      const parent = span.parentSpanContext?.spanId
+      return id === undefined ? parent === undefined || !ids.has(parent) : parent === id
+    })
+  const print = (span: ReadableSpan, indent: string, branch: string) => {
+    const outcome = span.attributes['idempotency.outcome']
+    const ms = Math.round(hrMs(span.duration))
+    const details = [outcome ? bold(String(outcome)) : '', dim(`${ms} ms`)].filter(Boolean)
+    console.log(`  ${indent}${branch}${span.name}  ${details.join('  ')}`)
+    const children = childrenOf(span.spanContext().spanId)
+    const inner = indent + (branch === '├─ ' ? '│  ' : branch === '└─ ' ? '   ' : '')
+    children.forEach((child, i) => {
+      print(child, inner, i === children.length - 1 ? '└─ ' : '├─ ')
+    })
+  }
+  for (const root of childrenOf(undefined)) print(root, '', '')
+}
+
+const hrMs = ([seconds, nanos]: [number, number]) => seconds * 1000 + nanos / 1e6
+
+async function story(
+  transport: Transport,
+  run: string,
+  queries: { count: number },
+  /** Called once order A's retried charge is answered. */
+  onRetried?: () => void,
+) {
   console.log(bold(`\n${transport.name}`))
   const order = (name: string) => `${slug(transport.name)}-${name}-${run}`
   const key1 = randomUUID()
@@ -210,6 +262,7 @@ async function story(transport: Transport, run: string, queries: { count: number
       'a replay of the lost charge',
     ),
   )
+  onRetried?.()
 
   const key2 = randomUUID()
   const pair = await Promise.all([
@@ -248,6 +301,7 @@ async function story(transport: Transport, run: string, queries: { count: number
 
 async function main(): Promise<void> {
   const started = Date.now()
+  const tracing = registerTracing()
   const database = await openPaymentsDatabase()
   const { db } = database
   const store = createDrizzleStore(db)
@@ -257,7 +311,12 @@ async function main(): Promise<void> {
   const queries = { count: 0 }
   const observe: Observe = async (what) => {
     if (what === 'query') queries.count++
-    else await sleep(providerLatencyMs)
+    else {
+      // The provider's side of a charge, as a span of the handler's own.
+      const span = trace.getTracer('demo').startSpan('payment provider')
+      await sleep(providerLatencyMs)
+      span.end()
+    }
   }
   const servers: Server[] = [
     createTrpcServer(db, idempotency, observe),
@@ -288,7 +347,27 @@ async function main(): Promise<void> {
   )
   console.log(dim(`each charge takes ${providerLatencyMs} ms at the "payment provider"`))
   try {
-    for (const transport of transports) await story(transport, run, queries)
+    let retriedCharge: ReadableSpan[] = []
+    for (const transport of transports) {
+      tracing.exporter.reset()
+      await story(transport, run, queries, () => {
+        if (transport.name === 'tRPC') retriedCharge = [...tracing.exporter.getFinishedSpans()]
+      })
+    }
+
+    console.log(bold('\ntrace of the retried charge (tRPC, order A)'))
+    console.log(
+      dim('  recorded by an OpenTelemetry SDK the demo registered; no tracing code in the servers'),
+    )
+    printTrace(retriedCharge)
+    const outcomes = retriedCharge.map((span) => span.attributes['idempotency.outcome'])
+    console.log(
+      `  ${expect(
+        outcomes.filter((outcome) => outcome === 'executed').length === 1 &&
+          outcomes.includes('replayed'),
+        'one executed operation and its replay in the trace',
+      )} one execution, its replay to the retry`,
+    )
 
     const rows = await db
       .select()
@@ -321,6 +400,7 @@ async function main(): Promise<void> {
     await apollo.stop()
     await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))))
     await database.close()
+    await tracing.provider.shutdown()
   }
 
   const seconds = ((Date.now() - started) / 1000).toFixed(1)

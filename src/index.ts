@@ -58,3 +58,9 @@ export type {
   TransactionClaimResult,
 } from './store'
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory'
+// OpenTelemetry: the engine's `telemetry` option.
+export type {
+  TelemetryMeterProvider,
+  TelemetryOptions,
+  TelemetryTracerProvider,
+} from './telemetry/options'

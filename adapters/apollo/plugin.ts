@@ -49,7 +49,7 @@ export type IdempotencyPluginOptions<TContext = DefaultContext> =
 export function idempotencyPlugin<TContext extends BaseContext = DefaultContext>(
   options: IdempotencyPluginOptions<TContext>,
 ): ApolloServerPlugin<TContext> {
-  const settings = resolveGraphQLOptions(options, 'idempotencyPlugin')
+  const settings = resolveGraphQLOptions(options, 'idempotencyPlugin', 'apollo')
   // Apollo hands every hook of one operation the same request context.
   const executions = new WeakMap<object, MutationExecution>()
 

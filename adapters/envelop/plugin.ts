@@ -14,6 +14,7 @@ import {
   prepareSchema,
   resolveGraphQLOptions,
 } from '../graphql'
+import { runUnderOperation } from '../kit'
 import { type YogaHooks, YogaRequests } from './yoga'
 
 /**
@@ -35,6 +36,7 @@ type HookResult<TContext> = OnExecuteHookResult<TContext> | undefined
 function mutationCall<TContext extends DefaultContext>(
   { args, context }: Payload<TContext>,
   operation: OperationDefinitionNode,
+  yoga: YogaRequests,
 ): MutationCall<TContext> {
   return {
     schema: args.schema,
@@ -48,6 +50,7 @@ function mutationCall<TContext extends DefaultContext>(
       (context.req as { headers?: unknown } | undefined)?.headers,
     extensions: (context.params as { extensions?: Record<string, unknown> } | undefined)
       ?.extensions,
+    adapter: yoga.runs(context) ? 'yoga' : undefined,
   }
 }
 
@@ -73,7 +76,7 @@ function mutationCall<TContext extends DefaultContext>(
 export function useIdempotency<TContext extends DefaultContext = DefaultContext>(
   options: UseIdempotencyOptions<TContext>,
 ): IdempotencyPlugin<TContext> {
-  const settings = resolveGraphQLOptions(options, 'useIdempotency')
+  const settings = resolveGraphQLOptions(options, 'useIdempotency', 'envelop')
   const yoga = new YogaRequests()
 
   function onClaim(payload: Payload<TContext>, claim: Claim): HookResult<TContext> {
@@ -101,7 +104,7 @@ export function useIdempotency<TContext extends DefaultContext = DefaultContext>
       const operation = getOperationAST(args.document, args.operationName)
       // Queries and everything else pass through synchronously: no store call, no extra tick.
       if (operation?.operation !== 'mutation') return
-      const claim = claimMutation(settings, mutationCall(payload, operation))
+      const claim = claimMutation(settings, mutationCall(payload, operation, yoga))
       // A mutation that needs no record is let through synchronously (see claimMutation).
       if (!(claim instanceof Promise)) return onClaim(payload, claim)
       return claim.then((claimed) => onClaim(payload, claimed))
@@ -126,7 +129,7 @@ function executeUnderLease<TContext extends DefaultContext>(
   setExecuteFn(async (executionArgs) => {
     let result: Awaited<ReturnType<typeof executeFn>>
     try {
-      result = await executeFn(executionArgs)
+      result = await runUnderOperation(execution.lease, () => executeFn(executionArgs))
     } catch (error) {
       // Envelop runs no onExecuteDone for an executor that throws. Yoga still reports the
       // request's end (onExecutionResult, onResponse); plain Envelop does not, so the key is

@@ -32,6 +32,11 @@ export class YogaRequests {
   readonly #byRequest = new WeakMap<object, Set<MutationExecution>>()
   readonly #replayed = new WeakSet<object>()
 
+  /** True when Yoga runs the operation of `context`; false under plain Envelop. */
+  runs(context: object): boolean {
+    return this.#contexts.has(context)
+  }
+
   /**
    * Takes over the settling of `execution` when Yoga runs its operation (true); plain Envelop
    * (false) has no later hook, and settles it in `onExecuteDone`.

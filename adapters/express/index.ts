@@ -45,7 +45,7 @@ class Refusal {
 export function idempotency<TTransaction = unknown>(
   options: ExpressIdempotencyOptions<TTransaction>,
 ): (req: NodeRequest, res: NodeResponse, next: (error?: unknown) => void) => void {
-  const resolved = resolveHttpOptions(options, 'idempotency (express)')
+  const resolved = resolveHttpOptions(options, 'idempotency (express)', 'express')
   const refuse =
     options.errors === 'next'
       ? (error: IdempotencyError): Response => {

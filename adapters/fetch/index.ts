@@ -38,7 +38,7 @@ export function withIdempotency<TArgs extends unknown[], TTransaction = unknown>
   if (typeof handler !== 'function') {
     throw new TypeError('idempotent-mutations: withIdempotency needs the handler to wrap')
   }
-  const resolved = resolveHttpOptions(options, 'withIdempotency')
+  const resolved = resolveHttpOptions(options, 'withIdempotency', 'fetch')
   return (request, ...rest) =>
     respondIdempotently(request, resolved, async (context) => {
       contexts.set(request, context)

@@ -41,6 +41,11 @@ export interface MutationCall<TContext> {
   headers: unknown
   /** The request's `extensions` (per operation in a batch). */
   extensions: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The host's name in telemetry when it is not the plugin's (Yoga, running the Envelop plugin).
+   * @default the adapter the settings name
+   */
+  adapter?: string | undefined
 }
 
 /** What the host does with a mutation operation once it is claimed. */
@@ -166,6 +171,7 @@ async function claimThroughEngine<TContext>(
       required: policy.required ?? settings.required,
       ttl: policy.ttl,
       transactional: settings.inTransaction,
+      adapter: call.adapter ?? settings.adapter,
     })
   } catch (error) {
     return refusal(error)

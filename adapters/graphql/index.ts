@@ -2,7 +2,7 @@
  * What a GraphQL adapter shares whatever its host (the Envelop plugin, the Apollo Server
  * plugin), on top of the kit. A host only wires its hooks:
  *
- *     const settings = resolveGraphQLOptions(options, 'myPlugin')
+ *     const settings = resolveGraphQLOptions(options, 'myPlugin', 'my-host')
  *     on each schema            prepareSchema(settings, schema)
  *     before executing          claim = await claimMutation(settings, { schema, document,
  *                                 operation, operationName, variables, context, headers,

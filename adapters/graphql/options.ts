@@ -62,11 +62,13 @@ export interface GraphQLSettings<TContext> extends AdapterSettings<GraphQLError>
   policy: FailurePolicy<GraphQLError>
 }
 
+/** `adapter`: the host's name in the engine's telemetry (`envelop`, `apollo`). */
 export function resolveGraphQLOptions<TContext>(
   options: GraphQLIdempotencyOptions<TContext>,
   where: string,
+  adapter: string,
 ): GraphQLSettings<TContext> {
-  const settings = resolveAdapterOptions(options, where, defaultStoreGraphQLErrors)
+  const settings = resolveAdapterOptions(options, where, defaultStoreGraphQLErrors, adapter)
   const mode = options.mode ?? 'all'
   if (mode !== 'all' && mode !== 'marked') {
     throw new TypeError(

@@ -25,7 +25,7 @@ export interface IdempotencyVariables<TTransaction = unknown> {
 export function idempotency<TTransaction = unknown>(
   options: HonoIdempotencyOptions<TTransaction>,
 ): MiddlewareHandler<{ Variables: IdempotencyVariables<TTransaction> }> {
-  const resolved = resolveHttpOptions(options, 'idempotency (hono)')
+  const resolved = resolveHttpOptions(options, 'idempotency (hono)', 'hono')
   return async (c, next) => {
     // Read first, so that the headers earlier middleware set (CORS, request ids, cookies) are
     // merged into whatever is answered: a replay, a refusal, or the route's response.

@@ -73,11 +73,15 @@ export interface ResolvedHttpOptions<TTransaction> {
   /** `storeStatus` as a failure policy: a policy that throws releases the key, logged. */
   statusPolicy: FailurePolicy<number>
   maxResponseBytes: number
+  /** The host's name in the engine's telemetry (`OperationRequest.adapter`). */
+  adapter: string
 }
 
+/** `adapter`: the host's name in the engine's telemetry (`fetch`, `hono`, `express`). */
 export function resolveHttpOptions<TTransaction>(
   options: HttpIdempotencyOptions<TTransaction>,
   where: string,
+  adapter: string,
 ): ResolvedHttpOptions<TTransaction> {
   const { idempotency } = options ?? {}
   assertEngine(idempotency, where)
@@ -98,5 +102,6 @@ export function resolveHttpOptions<TTransaction>(
     lockTimeout: options.lockTimeout,
     statusPolicy: failurePolicy(storeStatus, engineLogger(idempotency), { option: 'storeStatus' }),
     maxResponseBytes,
+    adapter,
   }
 }

@@ -9,7 +9,14 @@ import {
 } from '../../src'
 import { unkeyedContext } from '../../src/engine/lease'
 import { parseKeyHeader } from '../../src/key'
-import { findScope, handlerContext, keepsFailure, keyFromGetKey, refusalOf } from '../kit'
+import {
+  findScope,
+  handlerContext,
+  keepsFailure,
+  keyFromGetKey,
+  refusalOf,
+  runUnderOperation,
+} from '../kit'
 import type { ResolvedHttpOptions } from './options'
 import { type RecordedResponse, readForRecord, replayResponse } from './record'
 
@@ -65,7 +72,7 @@ async function respondUnderLease<TTransaction>(
 ): Promise<Response> {
   let response: Response
   try {
-    response = await run(handlerContext(lease))
+    response = await runUnderOperation(lease, () => run(handlerContext(lease)))
   } catch (error) {
     await lease.release()
     throw error
@@ -105,6 +112,7 @@ async function operationOf<TTransaction>(
     required: options.required,
     ttl: options.ttl,
     lockTimeout: options.lockTimeout,
+    adapter: options.adapter,
   }
   if (key === undefined) return base
   return {

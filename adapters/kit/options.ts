@@ -94,6 +94,8 @@ export interface AdapterSettings<TFailure, TTransaction = unknown> {
   exposeContext: boolean
   /** The engine's logger (or the adapter's own `logger` option, where it has one). */
   logger: Logger
+  /** The adapter's name, which its requests carry to the engine (`OperationRequest.adapter`). */
+  adapter: string
 }
 
 /**
@@ -117,11 +119,13 @@ export function assertEngine(idempotency: unknown, where: string): void {
 /**
  * Checks the common options and applies their defaults: a missing engine, or `transactional:
  * true` on a store without transactions, is a TypeError here, when the server starts.
+ * `adapter` names the adapter in the engine's telemetry (`trpc`, `envelop`, `apollo`, ...).
  */
 export function resolveAdapterOptions<TFailure, TTransaction>(
   options: AdapterOptions<never, TFailure, TTransaction, never> & { logger?: Logger | undefined },
   where: string,
   defaultStoreErrors: (failure: TFailure) => boolean,
+  adapter: string,
 ): AdapterSettings<TFailure, TTransaction> {
   const { idempotency } = options ?? {}
   assertEngine(idempotency, where)
@@ -137,5 +141,6 @@ export function resolveAdapterOptions<TFailure, TTransaction>(
     transactionField: options.transactionField ?? 'tx',
     exposeContext: options.exposeContext === true,
     logger: options.logger ?? engineLogger(idempotency),
+    adapter,
   }
 }

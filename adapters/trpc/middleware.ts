@@ -17,6 +17,7 @@ import {
   keyFromGetKey,
   replayHeader,
   resolveAdapterOptions,
+  runUnderOperation,
   settleFailure,
 } from '../kit'
 import { inBatchOrder, type Ran } from './batch-order'
@@ -138,6 +139,7 @@ function operationRequest(
     ttl: procedure?.ttl,
     lockTimeout: procedure?.lockTimeout,
     transactional: settings.transactional,
+    adapter: settings.adapter,
   }
   const { getKey } = options
   if (getKey) {
@@ -248,6 +250,7 @@ export function createIdempotencyMiddleware<TContext = object>(
     options,
     'createIdempotencyMiddleware',
     defaultTRPCStoreErrors,
+    'trpc',
   )
   const { idempotency, logger, storeErrors } = settings
   const { root } = options
@@ -283,7 +286,8 @@ export function createIdempotencyMiddleware<TContext = object>(
       }
       const { lease } = attempt
       const call = { ctx, path, input, root, storeErrors, logger, signal }
-      return settleLease(lease, () => runProcedure(next, lease, settings), call)
+      const procedure = () => runUnderOperation(lease, () => runProcedure(next, lease, settings))
+      return settleLease(lease, procedure, call)
     }
 
     const batch = request.key === undefined ? undefined : batchRequestOf(ctx)

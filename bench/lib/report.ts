@@ -3,6 +3,7 @@ import type { DrizzleResult } from '../sections/drizzle'
 import type { EngineResult } from '../sections/engine'
 import type { HttpRatios, HttpResult } from '../sections/http'
 import type { RedisResult } from '../sections/redis'
+import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
 import { byName, pairedRatio, type VariantStats } from './measure'
 
@@ -14,6 +15,7 @@ export interface Results {
   backends: { pglite: boolean; postgres: boolean; redis: boolean; mariadb: boolean }
   durationSeconds: number
   engine?: EngineResult
+  telemetry?: TelemetryResult
   drizzle: DrizzleResult[]
   redis?: RedisResult
   http?: HttpResult
@@ -57,6 +59,24 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
         met: ours![key] < powertools![key] && ours![key] < nodeIdempotency![key],
       })
     }
+  }
+  if (results.telemetry) {
+    const { overheadUs, ratios } = results.telemetry
+    const noSdk = overheadUs['no SDK']
+    targets.push(
+      {
+        name: 'engine with OpenTelemetry and no SDK registered (memory store)',
+        target: 'within the engine targets: ≤ 8 µs CPU first execution, ≤ 5 µs replay',
+        measured: `${noSdk.first} µs / ${noSdk.replay} µs`,
+        met: noSdk.first <= 8 && noSdk.replay <= 5,
+      },
+      {
+        name: 'OpenTelemetry with no SDK registered vs telemetry off',
+        target: '≤ 1.05× time per operation, first execution and replay',
+        measured: `${ratios.noSdkVsOff.first}× / ${ratios.noSdkVsOff.replay}× (A/A control ${ratios.control.first}× / ${ratios.control.replay}×)`,
+        met: ratios.noSdkVsOff.first <= 1.05 && ratios.noSdkVsOff.replay <= 1.05,
+      },
+    )
   }
   for (const drizzle of results.drizzle) {
     for (const { concurrency, result } of drizzle.storms) {
@@ -188,6 +208,38 @@ export function toMarkdown(results: Results): string {
             v.name === 'direct call' ? '–' : Math.round((v.cpuUsPerOp - direct) * 100) / 100,
           ]
         }),
+      ),
+    )
+  }
+  if (results.telemetry) {
+    const { telemetry } = results
+    const direct = byName(telemetry.variants, 'direct call').cpuUsPerOp
+    const { noSdkVsOff, control, sdkVsNoSdk } = telemetry.ratios
+    out.push(
+      '',
+      '## OpenTelemetry (in-memory backend)',
+      '',
+      'The engine with telemetry turned off, by default in a process with no SDK registered (twice: an A/A control), and recording into an SDK (a tracer provider without an exporter, a meter provider aggregating). CPU µs per operation, and the same minus a direct call of the handler.',
+      '',
+      table(
+        ['variant', 'ops/s', 'CPU µs/op', 'CPU µs over direct call'],
+        telemetry.variants.map((v) => [
+          v.name,
+          v.opsPerSecond,
+          v.cpuUsPerOp,
+          v.name === 'direct call' ? '–' : Math.round((v.cpuUsPerOp - direct) * 100) / 100,
+        ]),
+      ),
+      '',
+      'Time per operation, one engine ÷ another: the median over the rounds of the quotient within one round.',
+      '',
+      table(
+        ['', 'first execution', 'replay'],
+        [
+          ['no SDK ÷ telemetry off', noSdkVsOff.first, noSdkVsOff.replay],
+          ['A/A control: no SDK ÷ no SDK', control.first, control.replay],
+          ['SDK ÷ no SDK', sdkVsNoSdk.first, sdkVsNoSdk.replay],
+        ],
       ),
     )
   }

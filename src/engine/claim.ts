@@ -67,7 +67,10 @@ export async function begin<TTransaction>(
     }
     return { kind: 'bypass', reason: 'no-key' }
   }
-  return claimKey(context, keyedCall(context, request, request.key), inTransaction)
+  const call = keyedCall(context, request, request.key)
+  const { trace } = call.base
+  const claiming = claimKey(context, call, inTransaction)
+  return trace === undefined ? claiming : trace.claimed(claiming)
 }
 
 function keyedCall(
@@ -86,17 +89,23 @@ function keyedCall(
       ? context.waitTimeout
       : toMilliseconds(request.waitTimeout, 'waitTimeout')
   const callerScope = request.scope ?? ''
+  const { operation } = request
   return {
     // The stored scope joins caller and operation unambiguously: the same key from two tenants
     // or on two operations names two unrelated records.
-    scope: storedScope(context, callerScope, request.operation),
+    scope: storedScope(context, callerScope, operation),
     key,
     fingerprint: request.fingerprint ?? fingerprintOf(request.payload),
     ttl,
     lockTimeout,
     concurrency: request.concurrency ?? context.concurrency,
     waitTimeout,
-    base: { operation: request.operation, scope: callerScope, key },
+    base: {
+      operation,
+      scope: callerScope,
+      key,
+      trace: context.telemetry?.start(operation, key, request.adapter),
+    },
   }
 }
 
@@ -170,6 +179,7 @@ async function claimKey<TTransaction>(
     const leaseLeft = Math.max(0, record.lockedUntil - claim.now)
     const remaining = call.concurrency === 'wait' ? deadline - now() : 0
     if (remaining > 0) {
+      call.base.trace?.waiting()
       await sleep(Math.min(pause, remaining, Math.max(leaseLeft, 1)))
       pause = Math.min(pause * 1.5, 250)
       continue
@@ -183,9 +193,12 @@ async function claimOnceInStore<TTransaction>(
   context: EngineContext<TTransaction>,
   call: KeyedCall,
 ): Promise<Attempt<TTransaction> | Refused> {
+  const { trace } = call.base
+  const claiming = () =>
+    bounded(context.store.claim(newClaimInput(call)), context.claimTimeout, 'claim')
   let result: ClaimResult
   try {
-    result = await bounded(context.store.claim(newClaimInput(call)), context.claimTimeout, 'claim')
+    result = await (trace === undefined ? claiming() : trace.claim(claiming))
   } catch (error) {
     claimFailed(context, call.base, error)
     return { kind: 'bypass', reason: 'store-unavailable' }
@@ -207,7 +220,13 @@ async function claimOnceInTransaction<TTransaction>(
 ): Promise<Attempt<TTransaction> | Refused> {
   const lockWaitMs = call.concurrency === 'wait' ? deadline - context.now() : context.rejectAfter
   const input = newClaimInput(call)
-  const claim = await claimInTransaction(context, input, lockWaitMs, call.base, call.ttl, askedAt)
+  const { base, ttl } = call
+  const claiming = () => claimInTransaction(context, input, lockWaitMs, base, ttl, askedAt)
+  const claim = await (base.trace === undefined
+    ? claiming()
+    : base.trace.claim(claiming, (claimed) =>
+        claimed.kind === 'failed' ? claimed.error : undefined,
+      ))
   if (claim.kind === 'claimed') return { kind: 'execute', lease: claim.lease }
   if (claim.kind === 'refused') return claim.result
   claimFailed(context, call.base, claim.error)

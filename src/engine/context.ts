@@ -3,12 +3,19 @@
  * the leases and transactional mode are module functions and classes that take it as their first
  * argument, so each can be read (and tested) on its own rather than inside one closure.
  */
+
+import type { OperationTrace } from '../telemetry'
 import { BackgroundWork } from './background'
 import { type IdempotencyOptions, type ResolvedOptions, resolveOptions } from './options'
 import type { IdempotencyEvent, IdempotencyEventType } from './types'
 
-/** What every event of one keyed operation says about it. */
-export type EventBase = Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'>
+/**
+ * What every event of one keyed operation says about it, and the operation's OpenTelemetry
+ * trace, which hears of every event too (undefined without an SDK to record it).
+ */
+export interface EventBase extends Pick<IdempotencyEvent, 'operation' | 'scope' | 'key'> {
+  readonly trace?: OperationTrace | undefined
+}
 export type EventDetails = Omit<IdempotencyEvent, 'type' | 'operation' | 'scope' | 'key'>
 
 export interface EngineContext<TTransaction = unknown> extends ResolvedOptions<TTransaction> {
@@ -29,8 +36,9 @@ export function createEngineContext<TTransaction>(
 }
 
 /**
- * Reports an event to `onEvent`; what it throws is logged, never raised. The event object is
- * built only when someone listens: this sits on every keyed call's path.
+ * Reports an event to the operation's trace and to `onEvent`; what `onEvent` throws is logged,
+ * never raised. The event object is built only when someone listens: this sits on every keyed
+ * call's path.
  */
 export function emit(
   context: EngineContext<unknown>,
@@ -38,10 +46,12 @@ export function emit(
   type: IdempotencyEventType,
   details?: EventDetails,
 ): void {
+  base.trace?.event(type, details)
   const { onEvent } = context
   if (!onEvent) return
   try {
-    onEvent({ ...base, type, ...details })
+    const { operation, scope, key } = base
+    onEvent({ operation, scope, key, type, ...details })
   } catch (error) {
     context.logger.error('onEvent threw', error)
   }

@@ -4,6 +4,7 @@
  * (./outcome.ts), each on the engine context (./context.ts) made here from the options.
  */
 import { runUnderLease } from '../settle'
+import { runUnderOperation } from '../telemetry'
 import { begin } from './claim'
 import { createEngineContext, type EngineContext } from './context'
 import { unkeyedContext } from './lease'
@@ -63,7 +64,11 @@ async function execute<TTransaction, T>(
   const { lease } = attempt
   // A throwing policy must not leave the lease (in transactional mode, a transaction and its
   // connection) unsettled: the key is released, and the handler's error stands.
-  const value = await runUnderLease(lease, () => handler(lease), {
+  // With telemetry, the handler's own spans are children of the operation's.
+  const run = context.telemetry
+    ? () => runUnderOperation(lease, () => handler(lease))
+    : () => handler(lease)
+  const value = await runUnderLease(lease, run, {
     storeErrors: request.storeErrors ?? context.storeErrors,
     serializeError: request.serializeError ?? defaultSerializeError,
     onPolicyError: (thrown) =>

@@ -123,7 +123,9 @@ export class StoreLease<TTransaction = unknown> extends SettledOnceLease<TTransa
   }
 
   protected settle(outcome: Outcome | undefined): Promise<void> {
-    return outcome === undefined ? this.#release() : this.#complete(outcome)
+    const settling = outcome === undefined ? this.#release() : this.#complete(outcome)
+    const { trace } = this.#base
+    return trace === undefined ? settling : trace.settled(settling)
   }
 
   /**
@@ -145,13 +147,15 @@ export class StoreLease<TTransaction = unknown> extends SettledOnceLease<TTransa
       response,
       ttlMs: this.#ttl,
     }
+    const { trace } = base
+    const completing = () => bounded(store.complete(input), completeTimeout, 'complete')
     const completion = context.background.retry({
       // `false` may also mean that an earlier attempt, or a copy of this one the client sent
       // again after a reconnect (ioredis does), did commit and only its answer was lost: the
       // record then stands completed under this lease, which is no loss. One read, on this
       // rare path only.
       attempt: async () =>
-        (await bounded(store.complete(input), completeTimeout, 'complete')) ||
+        (await (trace === undefined ? completing() : trace.complete(completing))) ||
         (await this.#completedUnderThisLease()),
       leaseEndsAt: this.#startedAt + this.#lockTimeout,
       now,
@@ -210,13 +214,10 @@ export class StoreLease<TTransaction = unknown> extends SettledOnceLease<TTransa
   async #release(): Promise<void> {
     const context = this.#context
     const base = this.#base
+    const input = { scope: this.#scope, key: this.#key, leaseToken: this.#leaseToken }
+    const releasing = () => bounded(context.store.release(input), context.releaseTimeout, 'release')
     try {
-      const releasing = context.store.release({
-        scope: this.#scope,
-        key: this.#key,
-        leaseToken: this.#leaseToken,
-      })
-      const ok = await bounded(releasing, context.releaseTimeout, 'release')
+      const ok = await (base.trace === undefined ? releasing() : base.trace.release(releasing))
       if (ok) emit(context, base, 'released')
       else {
         emit(context, base, 'lost-lease')

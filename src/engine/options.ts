@@ -8,6 +8,8 @@ import { type Duration, toMilliseconds } from '../duration'
 import { defaultReplayCacheOptions, ReplayCache, type ReplayCacheOptions } from '../replay-cache'
 import { defaultStoreErrors } from '../settle'
 import type { IdempotencyStore } from '../store'
+import { createTelemetry, type Telemetry } from '../telemetry'
+import { defaultTelemetryOptions, type TelemetryOptions } from '../telemetry/options'
 import { boundOf } from './bounded'
 import type { IdempotencyEvent, Logger } from './types'
 
@@ -120,6 +122,15 @@ export interface IdempotencyOptions<TTransaction = unknown> {
    * @default { maxEntries: 1000, maxCharacters: 8388608, maxAge: '1m' }
    */
   replayCache?: ReplayCacheOptions | false | undefined
+  /**
+   * OpenTelemetry traces and metrics of keyed operations (docs/observability.md), through
+   * `@opentelemetry/api` when it is installed: a span per keyed operation and counters and
+   * histograms, recorded by the SDK your application registers, and nothing without one.
+   * `tracerProvider` and `meterProvider` replace the global providers; `recordKeys: true` puts
+   * keys on spans; `false` turns it all off.
+   * @default { recordKeys: false }
+   */
+  telemetry?: TelemetryOptions | false | undefined
 }
 
 type OptionDefaults = {
@@ -155,6 +166,7 @@ export const defaultIdempotencyOptions = Object.freeze({
   transactional: false,
   rejectAfter: '100ms',
   replayCache: defaultReplayCacheOptions,
+  telemetry: defaultTelemetryOptions,
 } as const) satisfies OptionDefaults
 
 /** The options as an engine uses them: defaults applied, durations in milliseconds. */
@@ -184,6 +196,8 @@ export interface ResolvedOptions<TTransaction = unknown> {
   readonly rejectAfter: number
   /** Undefined when turned off, or in front of a store in this process (`inProcess`). */
   readonly replayCache: ReplayCache | undefined
+  /** Undefined when turned off, or when `@opentelemetry/api` is not installed. */
+  readonly telemetry: Telemetry | undefined
 }
 
 /** Throws unless `store` can run transactional mode. */
@@ -256,6 +270,7 @@ export function resolveOptions<TTransaction>(
     transactional,
     rejectAfter,
     replayCache: store.inProcess === true ? undefined : replayCache,
+    telemetry: createTelemetry(options.telemetry ?? defaults.telemetry, store),
   }
 }
 

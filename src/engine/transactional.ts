@@ -184,9 +184,15 @@ class TransactionalLease<TTransaction> extends LeaseInTransaction<TTransaction> 
     this.#startedAt = context.now()
   }
 
-  protected async settle(outcome: Outcome | undefined): Promise<void> {
+  protected settle(outcome: Outcome | undefined): Promise<void> {
+    const settling = outcome === undefined ? this.#rollBack() : this.#finish(outcome)
+    const { trace } = this.#base
+    return trace === undefined ? settling : trace.settled(settling)
+  }
+
+  /** Releases the key: the claim is rolled back with the handler's writes. */
+  async #rollBack(): Promise<void> {
     const { held, savepoint } = this.#claim
-    if (outcome !== undefined) return this.#finish(outcome)
     // The savepoint first: the transaction's callback is parked inside it.
     await bounded(savepoint.rollback(), this.#context.releaseTimeout, 'release').catch(
       () => undefined,
@@ -228,8 +234,9 @@ class TransactionalLease<TTransaction> extends LeaseInTransaction<TTransaction> 
       committing.sent = true
       await held.commit()
     }
+    const recording = () => bounded(recordAndCommit(), context.commitTimeout, 'commit')
     try {
-      await bounded(recordAndCommit(), context.commitTimeout, 'commit')
+      await (base.trace === undefined ? recording() : base.trace.complete(recording))
     } catch (error) {
       throw commitFailed(context, held, base, committing.sent, error)
     }

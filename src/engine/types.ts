@@ -68,6 +68,11 @@ export interface OperationRequest {
   waitTimeout?: Duration | undefined
   /** Run this operation in one transaction with its record. @default the engine's `transactional` */
   transactional?: boolean | undefined
+  /**
+   * Which adapter asks (`trpc`, `yoga`, `envelop`, `apollo`, `fetch`, `hono`, `express`): the
+   * `idempotency.adapter` attribute of the operation's telemetry. @default undefined
+   */
+  adapter?: string | undefined
 }
 
 export interface ExecuteRequest extends OperationRequest {

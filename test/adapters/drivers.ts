@@ -90,7 +90,7 @@ const quiet = { logger: { warn() {}, error() {} } }
 
 let calls = 0
 
-function trpcDriver(transport: TRPCTransport, superjson: boolean): Driver {
+export function trpcDriver(transport: TRPCTransport, superjson: boolean): Driver {
   return {
     name: `tRPC over ${transport}${superjson ? ' with superjson' : ''}`,
     answers: { ok: 200, rejected: 400, crashed: 500, rejection: 'no orders for pen' },
@@ -224,7 +224,7 @@ type GraphQLFixture = Pick<ReturnType<typeof createFixture>, 'resolvers' | 'stor
  * A GraphQL server over the test schema: GraphQL answers its errors in a 200 (with no
  * `extensions.http.status` to say otherwise), Yoga and Apollo alike.
  */
-function graphqlDriver<TFixture extends GraphQLFixture>(
+export function graphqlDriver<TFixture extends GraphQLFixture>(
   name: string,
   create: (options: {
     store: IdempotencyStore | undefined
@@ -257,7 +257,7 @@ const httpRoutes: Record<Operation, { method: string; path: string }> = {
   crash: { method: 'POST', path: '/busy' },
 }
 
-function httpDriver(
+export function httpDriver(
   transport: (typeof httpTransports)[number],
   store: ReturnType<typeof useHttpStores>[number],
 ): Driver {

@@ -181,6 +181,13 @@ describe('npm run demo', () => {
     )
     expect(text.match(/Idempotent-Replay: true/g)).toHaveLength(5)
     expect(text.match(/422 {2}KEY_REUSED/g)).toHaveLength(5)
+    // The retried charge as OpenTelemetry recorded it: one execution (the provider's span
+    // under it), the 409 to the early retry, the replay.
+    const tree = text.slice(text.indexOf('trace of the retried charge'))
+    expect(tree).toMatch(/^ {2}idempotency charge {2}executed/m)
+    expect(tree).toMatch(/^ {2}├─ payment provider/m)
+    expect(tree).toMatch(/^ {2}idempotency charge {2}conflict/m)
+    expect(tree).toMatch(/^ {2}idempotency charge {2}replayed/m)
     expect(code).toBe(0)
   }, 120_000)
 })

@@ -1,0 +1,154 @@
+import { PGlite } from '@electric-sql/pglite'
+import { trace } from '@opentelemetry/api'
+import { drizzle } from 'drizzle-orm/pglite'
+import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest'
+import { createIdempotency, createMemoryStore, type IdempotencyOptions } from '../../src'
+import {
+  createDrizzleStore,
+  idempotencyKeys,
+  mysqlIdempotencyKeys,
+  sqliteIdempotencyKeys,
+} from '../../src/stores/drizzle'
+import { attributeNames, metricNames } from '../../src/telemetry'
+import { storeKind } from '../../src/telemetry/options'
+import { countOf, createRecordingSdk, operationSpans, parentOf } from './sdk'
+
+/** The engine called directly, with the SDK registered globally. */
+const sdk = createRecordingSdk({ register: true })
+afterAll(() => sdk.shutdown())
+beforeEach(() => sdk.reset())
+
+const quiet = { logger: { warn() {}, error() {} } }
+const engine = (options: Partial<IdempotencyOptions> = {}) =>
+  createIdempotency({ store: createMemoryStore(), ...quiet, ...options })
+const request = (key: string) => ({ key, operation: 'payments.charge', payload: { amount: 5 } })
+
+describe('telemetry of the engine', () => {
+  it("nests the operation span under the caller's active span, and the handler's spans under it", async () => {
+    const idempotency = engine()
+    const tracer = trace.getTracer('test')
+    await tracer.startActiveSpan('POST /charges', async (request_) => {
+      await idempotency.execute(request('k-nested'), async () =>
+        tracer.startActiveSpan('provider.charge', async (span) => span.end()),
+      )
+      request_.end()
+    })
+    const spans = sdk.spans()
+    const byName = (name: string) => spans.find((span) => span.name === name)!
+    const operation = byName('idempotency payments.charge')
+    expect(parentOf(operation)).toBe(byName('POST /charges').spanContext().spanId)
+    for (const child of ['provider.charge', 'idempotency claim', 'idempotency complete']) {
+      expect(parentOf(byName(child)), child).toBe(operation.spanContext().spanId)
+    }
+    expect(operation.attributes).toEqual({
+      'idempotency.operation': 'payments.charge',
+      'idempotency.store': 'memory',
+      'idempotency.outcome': 'executed',
+    })
+  })
+
+  it('puts the key on the span only when asked to, and never on metrics', async () => {
+    await engine({ telemetry: { recordKeys: true } }).execute(request('k-asked'), () => 1)
+    const [operation] = operationSpans(sdk.spans())
+    expect(operation!.attributes[attributeNames.key]).toBe('k-asked')
+    const points = await sdk.points(metricNames.operations)
+    expect(points.some((point) => attributeNames.key in point.attributes)).toBe(false)
+  })
+
+  it("records how long a duplicate waited with concurrency: 'wait', on its span and in a histogram", async () => {
+    const idempotency = engine({ concurrency: 'wait' })
+    let finish!: () => void
+    const running = new Promise<void>((resolve) => {
+      finish = resolve
+    })
+    const first = idempotency.execute(request('k-wait'), () => running.then(() => 'charged'))
+    await vi.waitFor(() => expect(sdk.spans()).toHaveLength(1)) // the first claim
+    const duplicate = idempotency.execute(request('k-wait'), () => 'charged twice')
+    setTimeout(finish, 50)
+    expect(await Promise.all([first, duplicate])).toEqual([
+      { value: 'charged', replayed: false },
+      { value: 'charged', replayed: true },
+    ])
+    const replayed = operationSpans(sdk.spans()).find(
+      (span) => span.attributes[attributeNames.outcome] === 'replayed',
+    )!
+    const waited = replayed.attributes[attributeNames.waitDuration] as number
+    expect(waited).toBeGreaterThan(0.02)
+    expect(waited).toBeLessThan(5)
+    const [point] = await sdk.points(metricNames.waitDuration)
+    expect(point!.attributes[attributeNames.outcome]).toBe('replayed')
+    expect(await sdk.unit(metricNames.waitDuration)).toBe('s')
+  })
+
+  it('records into the providers it is given instead of the global ones', async () => {
+    const own = createRecordingSdk({ register: false })
+    const { tracerProvider, meterProvider } = own
+    await engine({ telemetry: { tracerProvider, meterProvider } }).execute(
+      request('k-own'),
+      () => 1,
+    )
+    expect(operationSpans(own.spans())).toHaveLength(1)
+    expect(sdk.spans()).toEqual([])
+    expect(countOf(await own.points(metricNames.operations), {})).toBe(1)
+    await own.shutdown()
+  })
+
+  it('records nothing with telemetry: false', async () => {
+    const before = countOf(await sdk.points(metricNames.operations), {})
+    await engine({ telemetry: false }).execute(request('k-off'), () => 1)
+    expect(sdk.spans()).toEqual([])
+    expect(countOf(await sdk.points(metricNames.operations), {})).toBe(before)
+  })
+
+  it('counts each operation once, by outcome and operation', async () => {
+    const idempotency = engine()
+    const operation = { 'idempotency.operation': 'payments.refund' }
+    const refund = { ...request('k-count'), operation: 'payments.refund' }
+    await idempotency.execute(refund, () => 1)
+    await idempotency.execute(refund, () => 1)
+    const points = await sdk.points(metricNames.operations)
+    expect(countOf(points, { ...operation, 'idempotency.outcome': 'executed' })).toBe(1)
+    expect(countOf(points, { ...operation, 'idempotency.outcome': 'replayed' })).toBe(1)
+    expect(await sdk.unit(metricNames.operations)).toBe('{operation}')
+  })
+
+  it('traces transactional mode: the claim and the commit are the children', async () => {
+    const db = drizzle(new PGlite())
+    const store = createDrizzleStore(db)
+    await store.ensureTable()
+    const idempotency = createIdempotency({ store, transactional: true, ...quiet })
+    await idempotency.execute(request('k-tx'), async () => 1)
+    const [operation] = operationSpans(sdk.spans())
+    expect(operation!.attributes).toMatchObject({
+      'idempotency.store': 'postgresql',
+      'idempotency.outcome': 'executed',
+    })
+    const children = sdk
+      .spans()
+      .filter((span) => parentOf(span) === operation!.spanContext().spanId)
+    expect(children.map((span) => span.name).sort()).toEqual([
+      'idempotency claim',
+      'idempotency complete',
+    ])
+  })
+})
+
+describe('the store in attributes', () => {
+  it('names the shipped stores, and any other store custom, unless given a name', async () => {
+    const memory = createMemoryStore()
+    // The transactional test above runs the Drizzle store itself; here, its shape.
+    const drizzleStore = { ...memory, inProcess: false }
+    expect(storeKind(memory)).toBe('memory')
+    expect(storeKind({ ...drizzleStore, table: idempotencyKeys })).toBe('postgresql')
+    expect(storeKind({ ...drizzleStore, table: mysqlIdempotencyKeys })).toBe('mysql')
+    expect(storeKind({ ...drizzleStore, table: sqliteIdempotencyKeys })).toBe('sqlite')
+    expect(storeKind({ ...memory, inProcess: false, recordKey: () => '', library: 'x' })).toBe(
+      'redis',
+    )
+    expect(storeKind({ ...memory, inProcess: false })).toBe('custom')
+
+    await engine({ telemetry: { store: 'dynamodb' } }).execute(request('k-named'), () => 1)
+    const [operation] = operationSpans(sdk.spans())
+    expect(operation!.attributes[attributeNames.store]).toBe('dynamodb')
+  })
+})
