@@ -1,9 +1,4 @@
-import type {
-  RecordInspection,
-  RecordStatus,
-  ReleaseKeyOptions,
-  ReleaseKeyResult,
-} from '../store'
+import type { RecordInspection, RecordStatus, ReleaseKeyOptions, ReleaseKeyResult } from '../store'
 
 /** A record as `inspect` reports it, with the lease token a pinned delete needs. */
 export interface PinnedInspection {

@@ -7,11 +7,7 @@ import type {
   ReleaseInput,
   SweepOptions,
 } from '../../store'
-import {
-  type PinnedInspection,
-  type PinnedRecord,
-  releaseKeyWith,
-} from '../operator'
+import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from '../operator'
 import { type ClaimPhases, claimInPhases } from './claim'
 
 /** What each dialect of the Drizzle store answers; {@link sqlStore} makes a store of it. */

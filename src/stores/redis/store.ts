@@ -101,7 +101,10 @@ export function createRedisStore(
   }
   const deletePinned = async ({ scope, key, leaseToken, status }: PinnedRecord) => {
     const start = headerThroughToken(status, jsonString(leaseToken))
-    return toFlag(await runner.run(deletePinnedScript, recordKey(scope, key), [start]), 'releaseKey')
+    return toFlag(
+      await runner.run(deletePinnedScript, recordKey(scope, key), [start]),
+      'releaseKey',
+    )
   }
 
   return {
