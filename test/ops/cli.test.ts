@@ -5,7 +5,9 @@ import { join } from 'node:path'
 import { createClient as createLibsqlClient } from '@libsql/client'
 import { sql } from 'drizzle-orm'
 import { drizzle as drizzleLibsql } from 'drizzle-orm/libsql'
+import { drizzle as drizzleMysql } from 'drizzle-orm/mysql2'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import mysql from 'mysql2/promise'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runCli as runCommandLine } from '../../cli/run'
@@ -13,10 +15,11 @@ import { type InspectableStore, storedScope } from '../../src'
 import {
   createDrizzleStore,
   defineIdempotencyTable,
+  defineMySqlIdempotencyTable,
   defineSQLiteIdempotencyTable,
 } from '../../src/stores/drizzle'
 import { createRedisStore } from '../../src/stores/redis'
-import { databaseUrl, redisUrl, testSchema } from '../support/env'
+import { databaseUrl, mysqlUrl, redisUrl, testSchema } from '../support/env'
 import { type CliEnvironment, jsonOf, removeBuiltCli, runCli } from './cli'
 
 afterAll(removeBuiltCli)
@@ -350,4 +353,32 @@ describe.skipIf(!redisUrl)(`the CLI on Redis [redis]${noRedis}`, () => {
   describe('through node-redis, when ioredis is not installed', () => {
     describeCliOn('node-redis', target(['ioredis'], /Redis \(node-redis\), prefix /), false)
   })
+})
+
+const noMysql = mysqlUrl ? '' : ' (skipped: MYSQL_URL is not set)'
+
+describe.skipIf(!mysqlUrl)(`the CLI on MariaDB (mysql2) [mysql]${noMysql}`, () => {
+  const pool = mysql.createPool({ uri: mysqlUrl ?? 'mysql://unset', connectionLimit: 2 })
+  const table = `im_test_cli_p${process.pid}`
+  const store = createDrizzleStore(drizzleMysql({ client: pool }), {
+    table: defineMySqlIdempotencyTable(table),
+  })
+  beforeAll(async () => {
+    await pool.query(`drop table if exists \`${table}\``)
+    await store.ensureTable()
+  })
+  afterAll(async () => {
+    await pool.query(`drop table if exists \`${table}\``)
+    await pool.end()
+  })
+  describeCliOn(
+    'mysql2',
+    () => ({
+      store,
+      env: { DATABASE_URL: mysqlUrl! },
+      location: ['--table', table],
+      description: new RegExp(`MySQL/MariaDB \\(mysql2\\), table "${table}"`),
+    }),
+    false,
+  )
 })
