@@ -29,7 +29,9 @@ export async function runCli(
     return exitCodes.usage
   }
   if (command.name === 'help') {
-    ;(command.exitCode === 0 ? output.out : output.err)(usage)
+    // Asked for: the usage is the answer. No command at all: it is the error message.
+    if (command.exitCode === 0) output.out(usage)
+    else output.err(usage)
     return command.exitCode
   }
 

@@ -676,7 +676,8 @@ let clean
 if (process.env.REDIS_URL) {
   const { Redis } = await import('ioredis')
   const { createRedisStore } = await import('${name}/redis')
-  const client = new Redis(process.env.REDIS_URL)
+  const client = new Redis(process.env.REDIS_URL, { lazyConnect: true })
+  await client.connect()
   store = createRedisStore(client, { prefix })
   clean = async () => {
     for (const key of ['running', 'done']) await client.del(store.recordKey(scope, key))

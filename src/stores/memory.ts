@@ -137,13 +137,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Inspectable
     },
 
     async releaseKey(scope, key, releaseOptions) {
-      return releaseKeyWith(
-        scope,
-        key,
-        releaseOptions,
-        async (s, k) => inspect(s, k),
-        async (pinned) => deletePinned(pinned),
-      )
+      const read = async (s: string, k: string) => inspect(s, k)
+      const remove = async (pinned: PinnedRecord) => deletePinned(pinned)
+      return releaseKeyWith(scope, key, releaseOptions, read, remove)
     },
 
     async sweep(sweepOptions: SweepOptions = {}): Promise<number> {
