@@ -69,6 +69,8 @@ const subpaths = {
       'fingerprint',
       'readKeyHeader',
       'ReplayedError',
+      'storedScope',
+      'parseStoredScope',
     ],
   },
   './drizzle': {
