@@ -15,6 +15,7 @@ export default defineConfig({
     'adapters/fetch/index': 'adapters/fetch/index.ts',
     'adapters/hono/index': 'adapters/hono/index.ts',
     'adapters/express/index': 'adapters/express/index.ts',
+    'cli/index': 'cli/index.ts',
   },
   format: ['esm'],
   target: 'node20',

@@ -43,6 +43,7 @@ export {
 export { fingerprint } from './fingerprint'
 export { readKeyHeader } from './key'
 export { defaultReplayCacheOptions, type ReplayCacheOptions } from './replay-cache'
+export { parseStoredScope, storedScope } from './scope'
 // Stores: the contract, and the memory store.
 export type {
   ClaimInput,
@@ -50,8 +51,12 @@ export type {
   CompleteInput,
   IdempotencyRecord,
   IdempotencyStore,
+  InspectableStore,
+  RecordInspection,
   RecordStatus,
   ReleaseInput,
+  ReleaseKeyOptions,
+  ReleaseKeyResult,
   StoreTransaction,
   SweepOptions,
   TransactionClaimOptions,

@@ -2,10 +2,11 @@ import { type Duration, toMilliseconds } from './duration'
 
 /**
  * The engine's copies of completed records (its `replayCache` option). A completed record
- * cannot change before it expires: claim, complete, release and sweep all leave it alone, and
- * this package has no call that deletes one. So a retry answered from a copy gets exactly what
- * the store would answer, without the round trip, for as long as the copy cannot outlive the
- * record.
+ * cannot change before it expires: claim, complete, release and sweep all leave it alone. So a
+ * retry answered from a copy gets exactly what the store would answer, without the round trip,
+ * for as long as the copy cannot outlive the record. The one exception is on purpose: an
+ * operator's `releaseKey` (or a DELETE by hand) removes a completed record, and a process that
+ * copied it goes on replaying its copy for up to `maxAge` (docs/operating.md says so).
  */
 export interface ReplayCacheOptions {
   /** Copies kept at most; the least recently used goes first. @default 1000 */

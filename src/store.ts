@@ -79,6 +79,52 @@ export interface SweepOptions {
 }
 
 /**
+ * One record as an operator sees it (`inspect`): what it is, whose lease holds it and until when,
+ * when it stops counting, and how large its stored response is. Times are epoch milliseconds on
+ * the store's clock, with that clock's reading (`now`) to compare them with. The response itself
+ * and the lease token stay out of it: `get` reads the whole record.
+ */
+export interface RecordInspection {
+  /** The engine's scope string (caller scope plus operation); opaque to the store. */
+  scope: string
+  key: string
+  status: RecordStatus
+  fingerprint: string
+  /**
+   * While `in_progress`: when its lease ends. Before then its executor may still be running and
+   * a retry gets 409; after it, a retry with the same payload takes the key over. Undefined once
+   * completed.
+   */
+  lockedUntil: number | undefined
+  /** When the record stops counting (a claim treats it as absent) and may be swept. */
+  expiresAt: number
+  /** The store's clock when it read the record. */
+  now: number
+  /**
+   * The stored response's size in bytes (UTF-8), or null when there is none: in progress, or
+   * completed without a body (too large, or not serializable: a retry gets RESPONSE_NOT_STORED).
+   */
+  responseBytes: number | null
+}
+
+export interface ReleaseKeyOptions {
+  /**
+   * Delete an in-progress record even while its lease is live. Its executor may still be running:
+   * its outcome will not be recorded (it lost its lease), and a retry runs the operation again.
+   * @default false
+   */
+  force?: boolean | undefined
+}
+
+export type ReleaseKeyResult =
+  /** Deleted; `record` is what it was. The next request with this key runs anew. */
+  | { released: true; record: RecordInspection }
+  /** No record of this scope and key. */
+  | { released: false; reason: 'absent' }
+  /** In progress under a live lease, and not forced: left as it is. */
+  | { released: false; reason: 'lease-held'; record: RecordInspection }
+
+/**
  * What a transactional claim reports. Besides `claim`'s two answers, the claim can be
  * interrupted: `'lock-wait'` when another transaction holds an uncommitted claim of the key and
  * did not end within `lockWaitMs` (the operation is in flight); `'serialization'` when the
@@ -191,10 +237,41 @@ export interface IdempotencyStore<TTransaction = unknown> {
   sweep(options?: SweepOptions): Promise<number>
 
   /**
+   * Optional (every store this package ships has it); for operators and tools. Reads one record
+   * as it stands, expired ones included, without its response: see {@link RecordInspection}.
+   * MUST NOT change the record.
+   */
+  inspect?(scope: string, key: string): Promise<RecordInspection | undefined>
+
+  /**
+   * Optional (every store this package ships has it); for operators and tools. Deletes the record
+   * of `(scope, key)` on purpose, whatever its lease token, so the next request with the key runs
+   * anew:
+   * - a completed record, or one past `expiresAt`: MUST be deleted;
+   * - an in-progress record whose lease ended (`lockedUntil` passed): MUST be deleted;
+   * - an in-progress record under a live lease: MUST be left alone (`reason: 'lease-held'`)
+   *   unless `options.force`, because its executor may still be running.
+   * The decision and the delete MUST be about one and the same record: a record that changed in
+   * between (completed, taken over, claimed anew) is decided again, never deleted on the strength
+   * of what it was. A record it deletes is gone for `complete` and `release` too: its executor's
+   * late completion answers false (a lost lease).
+   */
+  releaseKey?(scope: string, key: string, options?: ReleaseKeyOptions): Promise<ReleaseKeyResult>
+
+  /**
    * Optional; only stores that keep records in the business database have it (the Drizzle
    * store). Runs `fn` in one database transaction: commits when `fn` resolves, rolls back and
    * rethrows when it rejects. Transactional mode (`createIdempotency({ transactional: true })`)
    * needs it, and is refused for a store without it.
    */
   transaction?<T>(fn: (transaction: StoreTransaction<TTransaction>) => Promise<T>): Promise<T>
+}
+
+/**
+ * A store whose operator's calls are there (they are optional on {@link IdempotencyStore}): every
+ * store this package ships. The CLI (`npx idempotent-mutations`) uses them.
+ */
+export interface InspectableStore<TTransaction = unknown> extends IdempotencyStore<TTransaction> {
+  inspect(scope: string, key: string): Promise<RecordInspection | undefined>
+  releaseKey(scope: string, key: string, options?: ReleaseKeyOptions): Promise<ReleaseKeyResult>
 }

@@ -3,10 +3,11 @@ import type {
   ClaimResult,
   CompleteInput,
   IdempotencyRecord,
-  IdempotencyStore,
+  InspectableStore,
   ReleaseInput,
   SweepOptions,
 } from '../store'
+import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from './operator'
 import { claimedRecord } from './record'
 
 export interface MemoryStoreOptions {
@@ -31,7 +32,7 @@ export interface MemoryStoreOptions {
  * copies, so a caller mutating a record cannot change what is stored. JavaScript runs each
  * method to completion without interleaving, which is what makes `claim` atomic here.
  */
-export function createMemoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
+export function createMemoryStore(options: MemoryStoreOptions = {}): InspectableStore {
   let now = options.now ?? Date.now
   // The engine clock this store follows (see useClock), when it was given none of its own.
   let engineClock: (() => number) | undefined
@@ -40,6 +41,29 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
     throw new TypeError('idempotent-mutations: maxRecords must be a positive integer')
   }
   const records = new RecordTable(maxRecords)
+
+  const inspect = (scope: string, key: string): PinnedInspection | undefined => {
+    const record = records.find(scope, key)
+    if (record === undefined) return undefined
+    const { status, fingerprint, lockedUntil, expiresAt, response, leaseToken } = record
+    const inspection = {
+      scope,
+      key,
+      status,
+      fingerprint,
+      lockedUntil: status === 'in_progress' ? lockedUntil : undefined,
+      expiresAt,
+      now: now(),
+      responseBytes: response === null ? null : Buffer.byteLength(response),
+    }
+    return { inspection, leaseToken }
+  }
+  const deletePinned = ({ scope, key, leaseToken, status }: PinnedRecord): boolean => {
+    const record = records.find(scope, key)
+    if (record?.leaseToken !== leaseToken || record.status !== status) return false
+    records.remove(scope, key)
+    return true
+  }
 
   return {
     // The engine keeps no copies of records in front of this store: they are here already.
@@ -106,6 +130,16 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Idempotency
     async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
       const record = records.find(scope, key)
       return record && { ...record }
+    },
+
+    async inspect(scope, key) {
+      return inspect(scope, key)?.inspection
+    },
+
+    async releaseKey(scope, key, releaseOptions) {
+      const read = async (s: string, k: string) => inspect(s, k)
+      const remove = async (pinned: PinnedRecord) => deletePinned(pinned)
+      return releaseKeyWith(scope, key, releaseOptions, read, remove)
     },
 
     async sweep(sweepOptions: SweepOptions = {}): Promise<number> {

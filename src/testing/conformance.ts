@@ -5,12 +5,14 @@ import { conformanceContext, type StoreConformanceOptions } from './context'
 import { describeFencing } from './fencing'
 import { describeReplayFidelity } from './fidelity'
 import { describeLeases } from './leases'
+import { describeOperatorCalls } from './operator'
 import { describeRaces } from './races'
 import { describeSweep } from './sweep'
 
 /**
  * The store contract (`IdempotencyStore`), as one table of behaviours every store must pass:
- * claim, replay, mismatch, lease, takeover, expiry, fencing, sweep, the races (many concurrent
+ * claim, replay, mismatch, lease, takeover, expiry, fencing, sweep, the operator's calls
+ * (`inspect`, `releaseKey`; skipped for a store without them), the races (many concurrent
  * claimers of one key), and replay fidelity through an engine on the store. Call it from a
  * vitest test file:
  *
@@ -31,6 +33,7 @@ export function describeStoreConformance(options: StoreConformanceOptions): void
     describeLeases(context)
     describeFencing(context)
     describeSweep(context)
+    describeOperatorCalls(context)
     describeRaces(context)
     describeReplayFidelity(current, options.clock?.now)
   })

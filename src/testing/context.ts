@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto'
-import type { ClaimInput, ClaimResult, IdempotencyRecord, IdempotencyStore } from '../store'
+import type {
+  ClaimInput,
+  ClaimResult,
+  IdempotencyRecord,
+  IdempotencyStore,
+  InspectableStore,
+} from '../store'
 import type { TestClock } from './clock'
 
 export interface StoreConformanceOptions {
@@ -52,6 +58,11 @@ export interface ConformanceContext {
   get(from: ClaimInput): Promise<IdempotencyRecord | undefined>
   /** Lets the store's clock pass `deadline` (epoch ms on the store's clock). */
   passStoreTime(deadline: number): Promise<void>
+  /**
+   * The running case's store with its operator's calls (`inspect`, `releaseKey`); a store
+   * without them (they are optional) skips the case through `test.skip`.
+   */
+  operator(test: { skip(note?: string): never }): InspectableStore
 }
 
 /**
@@ -107,6 +118,18 @@ export function conformanceContext(
       now = refused(await store.claim(retry(probe))).now
     }
   }
+  const inspectable: InspectableStore = {
+    ...store,
+    inspect: (scope, key) => current().inspect!(scope, key),
+    releaseKey: (scope, key, releaseOptions) => current().releaseKey!(scope, key, releaseOptions),
+  }
+  const operator = (test: { skip(note?: string): never }): InspectableStore => {
+    const { inspect, releaseKey } = current()
+    if (typeof inspect !== 'function' || typeof releaseKey !== 'function') {
+      test.skip('the store has no inspect and releaseKey (optional calls)')
+    }
+    return inspectable
+  }
   return {
     options,
     concurrency: options.concurrency,
@@ -128,5 +151,6 @@ export function conformanceContext(
       store.release({ scope: from.scope, key: from.key, leaseToken: from.leaseToken }),
     get: (from) => store.get(from.scope, from.key),
     passStoreTime,
+    operator,
   }
 }

@@ -1,4 +1,5 @@
 import type { ClaimInput, IdempotencyRecord, RecordStatus } from '../../store'
+import type { PinnedInspection } from '../operator'
 import type { Row } from './runner'
 
 /**
@@ -71,4 +72,31 @@ export function claimRowOfRecord(
 export function recordOf(row: Row | undefined): IdempotencyRecord | undefined {
   if (row === undefined) return undefined
   return { scope: row[0] as string, key: row[1] as string, ...fieldsAt(row, 2) }
+}
+
+/**
+ * What `inspect` selects on every dialect: `fingerprint, status, lease_token, locked_until,
+ * expires_at, response_bytes, now` (times in epoch milliseconds, the response's size in bytes or
+ * null), decoded; undefined for no row.
+ */
+export function inspectionOf(
+  scope: string,
+  key: string,
+  row: Row | undefined,
+): PinnedInspection | undefined {
+  if (row === undefined) return undefined
+  const status = row[1] as RecordStatus
+  return {
+    inspection: {
+      scope,
+      key,
+      status,
+      fingerprint: row[0] as string,
+      lockedUntil: status === 'in_progress' ? Number(row[3]) : undefined,
+      expiresAt: Number(row[4]),
+      now: Number(row[6]),
+      responseBytes: row[5] === null || row[5] === undefined ? null : Number(row[5]),
+    },
+    leaseToken: row[2] as string,
+  }
 }

@@ -3,10 +3,11 @@ import type {
   ClaimResult,
   CompleteInput,
   IdempotencyRecord,
-  IdempotencyStore,
+  InspectableStore,
   ReleaseInput,
   SweepOptions,
 } from '../../store'
+import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from '../operator'
 import { type ClaimPhases, claimInPhases } from './claim'
 
 /** What each dialect of the Drizzle store answers; {@link sqlStore} makes a store of it. */
@@ -16,13 +17,17 @@ export interface SqlDialect {
   complete(input: CompleteInput): Promise<boolean>
   release(input: ReleaseInput): Promise<boolean>
   get(scope: string, key: string): Promise<IdempotencyRecord | undefined>
+  /** The record as `inspect` reports it, with its lease token; undefined for none. */
+  inspect(scope: string, key: string): Promise<PinnedInspection | undefined>
+  /** Deletes the record only if it still has `record`'s lease token and status. */
+  deletePinned(record: PinnedRecord): Promise<boolean>
   /** Deletes at most `size` expired records; resolves with how many it deleted. */
   sweepBatch(size: number): Promise<number>
   ensureTable(): Promise<void>
 }
 
 /** The store calls of a dialect, with the claim loop and the sweep's batches around it. */
-export function sqlStore(dialect: SqlDialect): IdempotencyStore & {
+export function sqlStore(dialect: SqlDialect): InspectableStore & {
   ensureTable(): Promise<void>
 } {
   return {
@@ -35,6 +40,10 @@ export function sqlStore(dialect: SqlDialect): IdempotencyStore & {
     complete: (input) => dialect.complete(input),
     release: (input) => dialect.release(input),
     get: (scope, key) => dialect.get(scope, key),
+
+    inspect: async (scope, key) => (await dialect.inspect(scope, key))?.inspection,
+    releaseKey: (scope, key, options) =>
+      releaseKeyWith(scope, key, options, dialect.inspect, dialect.deletePinned),
 
     async sweep(options: SweepOptions = {}): Promise<number> {
       const batchSize = options.batchSize ?? 1000

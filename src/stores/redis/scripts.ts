@@ -190,3 +190,46 @@ if not value then return nil end
 return {redis.call('PEXPIRETIME', KEYS[1]), value}
 `,
 )
+
+/**
+ * KEYS[1] = the record. Returns {expiresAt, header, responseBytes, now}, or nil: an operator's
+ * look at the record without its response (`responseBytes` is -1 for none), with the server's
+ * clock to compare its times with.
+ */
+export const inspectScript = script(
+  'inspect',
+  `${versionGuard}
+local value = redis.call('GET', KEYS[1])
+if not value then return nil end
+local header, responseBytes = value, -1
+local newline = string.find(value, '\\n', 1, true)
+if newline then
+  header = string.sub(value, 1, newline - 1)
+  responseBytes = #value - newline
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+return {redis.call('PEXPIRETIME', KEYS[1]), header, responseBytes, now}
+`,
+)
+
+/**
+ * KEYS[1] = the record; ARGV = the start of the record to delete: its header up to and with its
+ * lease token (`{"status":"…","leaseToken":"…"`). An operator's release of the record it
+ * inspected, pinned to its status and token (a token's JSON string ends at its closing quote, so
+ * a prefix match is exact). Returns 1 when deleted, 0 when the record changed or is gone.
+ */
+export const deletePinnedScript = script(
+  'delete_pinned',
+  `
+local value = redis.call('GET', KEYS[1])
+if not value or string.sub(value, 1, #ARGV[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`,
+)
+
+/** The start of a stored record's header up to its lease token, for {@link deletePinnedScript}. */
+export function headerThroughToken(status: string, token: string): string {
+  return `{"status":"${status}","leaseToken":${token}`
+}

@@ -4,12 +4,22 @@ import type {
   ClaimResult,
   CompleteInput,
   IdempotencyRecord,
-  IdempotencyStore,
+  InspectableStore,
   ReleaseInput,
 } from '../../store'
+import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from '../operator'
 import { claimedRecord } from '../record'
 import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
-import { claimScript, completeScript, getScript, inProgressHeader, releaseScript } from './scripts'
+import {
+  claimScript,
+  completeScript,
+  deletePinnedScript,
+  getScript,
+  headerThroughToken,
+  inProgressHeader,
+  inspectScript,
+  releaseScript,
+} from './scripts'
 
 /** The key prefix records get when `prefix` is not given. */
 export const defaultRedisPrefix = 'idem:'
@@ -35,7 +45,7 @@ export interface RedisStoreOptions {
 }
 
 /** The Redis store: an {@link IdempotencyStore} plus where it keeps a record. */
-export interface RedisStore extends IdempotencyStore {
+export interface RedisStore extends InspectableStore {
   /** The Redis key of the record for `(scope, key)`, for inspection with redis-cli. */
   recordKey(scope: string, key: string): string
   /** Which client library was recognised. */
@@ -65,6 +75,37 @@ export function createRedisStore(
   const runner = createScriptRunner(client, options.requireReady ?? true)
 
   const recordKey = (scope: string, key: string) => `${prefix}{${recordHash(scope, key)}}`
+
+  const inspect = async (scope: string, key: string): Promise<PinnedInspection | undefined> => {
+    checkString(scope, 'scope')
+    checkString(key, 'key')
+    const reply = await runner.run(inspectScript, recordKey(scope, key), [])
+    if (reply === null || reply === undefined) return undefined
+    if (!Array.isArray(reply)) throw unexpectedReply('inspect', reply)
+    const expiresAt = toNumber(reply[0], 'inspect')
+    const { record } = toRecord(scope, key, reply[1], expiresAt, 'inspect')
+    const responseBytes = Number(text(reply[2]))
+    return {
+      inspection: {
+        scope,
+        key,
+        status: record.status,
+        fingerprint: record.fingerprint,
+        lockedUntil: record.status === 'in_progress' ? record.lockedUntil : undefined,
+        expiresAt,
+        now: toNumber(reply[3], 'inspect'),
+        responseBytes: responseBytes >= 0 ? responseBytes : null,
+      },
+      leaseToken: record.leaseToken,
+    }
+  }
+  const deletePinned = async ({ scope, key, leaseToken, status }: PinnedRecord) => {
+    const start = headerThroughToken(status, jsonString(leaseToken))
+    return toFlag(
+      await runner.run(deletePinnedScript, recordKey(scope, key), [start]),
+      'releaseKey',
+    )
+  }
 
   return {
     library: runner.library,
@@ -133,6 +174,9 @@ export function createRedisStore(
       if (!Array.isArray(reply)) throw unexpectedReply('get', reply)
       return toRecord(scope, key, reply[1], toNumber(reply[0], 'get'), 'get').record
     },
+
+    inspect: async (scope, key) => (await inspect(scope, key))?.inspection,
+    releaseKey: (scope, key, options) => releaseKeyWith(scope, key, options, inspect, deletePinned),
 
     // Redis deletes each record at its expiresAt (its key's expiry), and no script sees a key
     // past it: there is nothing left to sweep.

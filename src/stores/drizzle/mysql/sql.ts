@@ -72,6 +72,18 @@ export function mysqlStatements(table: MySqlIdempotencyTable, returning: boolean
       (p) => `select \`scope\`, \`key\`, fingerprint, status, response, lease_token,
   ${epochMs('locked_until')}, ${epochMs('expires_at')} from ${t} where ${where(p)}`,
     ),
+    // An operator's look at one record: no response, its size in bytes instead.
+    inspect: statement(
+      'inspect',
+      (p) => `select fingerprint, status, lease_token, ${epochMs('locked_until')},
+  ${epochMs('expires_at')}, length(response), ${epochMs(now)} from ${t} where ${where(p)}`,
+    ),
+    // An operator's release: the record `inspect` read, by its token and status, or nothing.
+    deletePinned: statement(
+      'delete_pinned',
+      (p) =>
+        `delete from ${t} where ${where(p)} and lease_token = ${p('leaseToken')} and status = ${p('status')}`,
+    ),
     // One batch, oldest first through the expires_at index; rows a claim holds are waited for
     // (MySQL 8 and MariaDB before 10.6 have no SKIP LOCKED for DELETE), for a moment.
     sweep: statement(

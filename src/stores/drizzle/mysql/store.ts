@@ -4,8 +4,8 @@ import type {
   PreparedQueryHKTBase,
 } from 'drizzle-orm/mysql-core'
 import { getTableConfig } from 'drizzle-orm/mysql-core'
-import type { ClaimInput, IdempotencyStore } from '../../../store'
-import { type ClaimRow, claimRowOfRecord, recordOf } from '../rows'
+import type { ClaimInput, InspectableStore } from '../../../store'
+import { type ClaimRow, claimRowOfRecord, inspectionOf, recordOf } from '../rows'
 import { drizzleLoggerOf, type Statement, type StatementRunner } from '../runner'
 import { driverErrorCode, type SqlDialect, sqlStore } from '../store'
 import { refuseTransactions } from '../unsupported'
@@ -34,7 +34,7 @@ export interface DrizzleMySqlStoreOptions {
 }
 
 /** The Drizzle store on MySQL or MariaDB. Transactional mode is PostgreSQL's only. */
-export interface DrizzleMySqlStore extends IdempotencyStore {
+export interface DrizzleMySqlStore extends InspectableStore {
   /** The table this store reads and writes. */
   readonly table: MySqlIdempotencyTable
   /**
@@ -137,6 +137,11 @@ function mysqlDialect(
       const statements = await statementsFor()
       return recordOf((await runner.run(statements.get, { scope, key }))[0])
     },
+    inspect: async (scope, key) => {
+      const statements = await statementsFor()
+      return inspectionOf(scope, key, (await runner.run(statements.inspect, { scope, key }))[0])
+    },
+    deletePinned: (record) => matched((statements) => statements.deletePinned, record),
     sweepBatch: async (batchSize) => {
       const statements = await statementsFor()
       return Number((await runner.run(statements.sweep, { batchSize }))[0]?.[0] ?? 0)

@@ -102,6 +102,19 @@ export function postgresStatements(table: IdempotencyTable) {
   ${epochMs('locked_until')}, ${epochMs('expires_at')}
   from ${t} where scope = ${p('scope')} and key = ${p('key')}`,
     ),
+    // An operator's look at one record: no response, its size instead (see `inspectionOf`).
+    inspect: statement(
+      'inspect',
+      (p) => `select fingerprint, status, lease_token, ${epochMs('locked_until')},
+  ${epochMs('expires_at')}, octet_length(response), ${epochMs(now)}
+  from ${t} where scope = ${p('scope')} and key = ${p('key')}`,
+    ),
+    // An operator's release: the record `inspect` read, by its token and status, or nothing.
+    deletePinned: statement(
+      'delete_pinned',
+      (p) => `delete from ${t} where scope = ${p('scope')} and key = ${p('key')}
+  and lease_token = ${p('leaseToken')} and status = ${p('status')} returning key`,
+    ),
     // Locks the batch with SKIP LOCKED so a sweep never waits on (or blocks) a claim of the same
     // row, and re-checks expiry in the DELETE itself.
     sweep: statement(

@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { getTableConfig } from 'drizzle-orm/pg-core'
-import type { IdempotencyStore, StoreTransaction } from '../../../store'
-import { claimRowOf, recordOf } from '../rows'
+import type { InspectableStore, StoreTransaction } from '../../../store'
+import { claimRowOf, inspectionOf, recordOf } from '../rows'
 import { clientOf, drizzleLoggerOf, type StatementRunner } from '../runner'
 import { postgresErrorCode, type SqlDialect, sqlStore } from '../store'
 import { type IdempotencyTable, idempotencyKeys } from '../table'
@@ -48,7 +48,7 @@ export type DrizzleTransactionOf<TDatabase extends DrizzlePgDatabase> = Paramete
  * An {@link IdempotencyStore} over PostgreSQL through drizzle, plus table management.
  * `TTransaction` is your database's transaction type ({@link DrizzleTransactionOf}).
  */
-export interface DrizzleStore<TTransaction = unknown> extends IdempotencyStore<TTransaction> {
+export interface DrizzleStore<TTransaction = unknown> extends InspectableStore<TTransaction> {
   /** The table this store reads and writes. */
   readonly table: IdempotencyTable
   /**
@@ -140,6 +140,9 @@ function postgresDialect(
     complete: async (input) => (await runner.run(statements.complete, input)).length > 0,
     release: async (input) => (await runner.run(statements.release, input)).length > 0,
     get: async (scope, key) => recordOf(await first(runner.run(statements.get, { scope, key }))),
+    inspect: async (scope, key) =>
+      inspectionOf(scope, key, await first(runner.run(statements.inspect, { scope, key }))),
+    deletePinned: async (record) => (await runner.run(statements.deletePinned, record)).length > 0,
     sweepBatch: async (batchSize) =>
       Number((await first(runner.run(statements.sweep, { batchSize })))?.[0] ?? 0),
     ensureTable,

@@ -105,6 +105,18 @@ export function sqliteStatements(table: SQLiteIdempotencyTable) {
       ) => `select scope, key, fingerprint, status, response, lease_token, locked_until, expires_at
   from ${t} where ${where(p)}`,
     ),
+    // An operator's look at one record: no response, its size in bytes (UTF-8) instead.
+    inspect: statement(
+      'inspect',
+      (p) => `select fingerprint, status, lease_token, locked_until, expires_at,
+  length(cast(response as blob)), ${now} from ${t} where ${where(p)}`,
+    ),
+    // An operator's release: the record `inspect` read, by its token and status, or nothing.
+    deletePinned: statement(
+      'delete_pinned',
+      (p) => `delete from ${t} where ${where(p)} and lease_token = ${p('leaseToken')}
+  and status = ${p('status')} returning key`,
+    ),
     sweep: statement(
       'sweep',
       (p) => `delete from ${t} where rowid in (

@@ -1,6 +1,6 @@
 import { type BaseSQLiteDatabase, getTableConfig } from 'drizzle-orm/sqlite-core'
-import type { IdempotencyStore } from '../../../store'
-import { type ClaimRow, claimRowOfRecord, recordOf } from '../rows'
+import type { InspectableStore } from '../../../store'
+import { type ClaimRow, claimRowOfRecord, inspectionOf, recordOf } from '../rows'
 import { drizzleLoggerOf, type StatementRunner } from '../runner'
 import { type SqlDialect, sqlStore } from '../store'
 import { refuseTransactions } from '../unsupported'
@@ -27,7 +27,7 @@ export interface DrizzleSQLiteStoreOptions {
 }
 
 /** The Drizzle store on SQLite. Transactional mode is PostgreSQL's only. */
-export interface DrizzleSQLiteStore extends IdempotencyStore {
+export interface DrizzleSQLiteStore extends InspectableStore {
   /** The table this store reads and writes. */
   readonly table: SQLiteIdempotencyTable
   /**
@@ -87,6 +87,9 @@ function sqliteDialect(
     complete: async (input) => (await runner.run(statements.complete, input)).length > 0,
     release: async (input) => (await runner.run(statements.release, input)).length > 0,
     get: async (scope, key) => recordOf((await runner.run(statements.get, { scope, key }))[0]),
+    inspect: async (scope, key) =>
+      inspectionOf(scope, key, (await runner.run(statements.inspect, { scope, key }))[0]),
+    deletePinned: async (record) => (await runner.run(statements.deletePinned, record)).length > 0,
     sweepBatch: async (batchSize) => (await runner.run(statements.sweep, { batchSize })).length,
     ensureTable,
   }
