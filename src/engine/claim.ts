@@ -20,6 +20,7 @@ import {
 } from '../errors'
 import { fingerprint as fingerprintOf } from '../fingerprint'
 import { validateKey } from '../key'
+import { storedScope } from '../scope'
 import type { ClaimInput, ClaimResult, IdempotencyRecord, TransactionClaimResult } from '../store'
 import { bounded } from './bounded'
 import { type EngineContext, type EventBase, emit, retryAfterSeconds } from './context'
@@ -93,7 +94,7 @@ function keyedCall(
   return {
     // The stored scope joins caller and operation unambiguously: the same key from two tenants
     // or on two operations names two unrelated records.
-    scope: storedScope(context, callerScope, operation),
+    scope: scopeOf(context, callerScope, operation),
     key,
     fingerprint: request.fingerprint ?? fingerprintOf(request.payload),
     ttl,
@@ -109,13 +110,14 @@ function keyedCall(
   }
 }
 
-function storedScope(context: EngineContext<unknown>, callerScope: string, operation: string) {
-  if (callerScope !== '') return JSON.stringify([callerScope, operation])
+/** {@link storedScope}, kept per operation for callers without a scope of their own. */
+function scopeOf(context: EngineContext<unknown>, callerScope: string, operation: string) {
+  if (callerScope !== '') return storedScope({ scope: callerScope, operation })
   const { sharedScopes } = context
   let scope = sharedScopes.get(operation)
   if (scope === undefined) {
     if (sharedScopes.size >= 1024) sharedScopes.clear()
-    scope = JSON.stringify(['', operation])
+    scope = storedScope({ operation })
     sharedScopes.set(operation, scope)
   }
   return scope
