@@ -277,7 +277,8 @@ const never = new Promise<never>(() => {})
  * and none of its statements failed), else after the callbacks already due, when a close has
  * ended `life`. Once the transaction has ended, this settles the savepoint itself (`fn`'s error,
  * or {@link TransactionClosedError}: its writes are gone with the transaction) and postgres.js's
- * scope is left waiting for ever, sending nothing more to that connection.
+ * scope is left waiting for ever, sending nothing more to that connection. A savepoint still
+ * running when its transaction ends rejects with {@link TransactionClosedError}.
  */
 function savepointWhileOpen(
   savepoint: PostgresJsSavepoint,
@@ -311,6 +312,9 @@ function savepointWhileOpen(
       )
     }
     savepoint(...args.slice(0, -1), inScope).then(resolve, reject)
+    // A `ROLLBACK TO` that postgres.js queued behind a statement still being described is never
+    // settled if the connection closes: the savepoint ends with its transaction instead.
+    void life.over.then(() => reject(new TransactionClosedError()))
   })
 }
 
