@@ -41,7 +41,12 @@ export class TransactionEndedError extends Error {
   }
 }
 
-const afterDueCallbacks = () => new Promise<void>((resolve) => setImmediate(resolve))
+/**
+ * Resolves after the callbacks already due have run (a macrotask): by then, a connection that
+ * closed before has settled what its driver settles on a close.
+ */
+export const afterDueCallbacks = (): Promise<void> =>
+  new Promise<void>((resolve) => setImmediate(resolve))
 
 /** What the parked callback throws to roll back; never seen outside this module. */
 const rollbackSignal = new Error('idempotent-mutations: rolled back on purpose')

@@ -321,6 +321,83 @@ describe.skipIf(!databaseUrl)(
       }
     })
 
+    /**
+     * postgres.js's savepoint scope sends `ROLLBACK TO` by itself, past the guard, when its
+     * callback rejects or when one of its statements failed (even one the callback caught):
+     * before the fix, a savepoint whose statement failed because its connection closed sent it
+     * to the closed connection, and postgres.js threw from a timer.
+     */
+    const savepointCases = [
+      {
+        name: "a handler's own savepoint (tx.transaction) that rejects",
+        recovers: false,
+        open: (tx: unknown, fn: (inner: DrizzlePgDatabase) => Promise<unknown>) =>
+          (tx as DrizzlePgDatabase).transaction(fn),
+      },
+      {
+        name: "an adapter's savepoint (lease.savepoint) that catches its statement's failure",
+        recovers: true,
+        open: undefined,
+      },
+    ] as const
+    for (const savepointCase of savepointCases) {
+      it(`postgres.js: ${savepointCase.name}, its statement failed by a lost connection, crashes nothing`, async () => {
+        const app = await setupThroughProxy('postgres.js')
+        try {
+          const key = `savepoint-on-dead-tx-${savepointCase.recovers ? 'caught' : 'thrown'}`
+          const sent = deferred()
+          /** The savepoint's body: one statement, held in a black hole until the connection goes. */
+          const body = async (inner: DrizzlePgDatabase) => {
+            app.proxy.blackHole(true)
+            const statement = inner.execute(
+              `insert into "${schema}".executions (scope, key, pid, size) values ('', '${key}', ${process.pid}, 0)` as never,
+            )
+            sent.resolve()
+            if (!savepointCase.recovers) return statement
+            return statement.catch((error: unknown) => ({ caught: error }))
+          }
+          let outcome: Promise<unknown>
+          if (savepointCase.open) {
+            const open = savepointCase.open
+            outcome = app.idempotency
+              .execute({ key, operation: 'orders.create', transactional: true }, ({ tx }) =>
+                open(tx, body),
+              )
+              .catch((e) => e)
+          } else {
+            const attempt = await app.idempotency.begin({
+              key,
+              operation: 'orders.create',
+              transactional: true,
+            })
+            if (attempt.kind !== 'execute') throw new Error(`no lease: ${attempt.kind}`)
+            const { lease } = attempt
+            outcome = lease.savepoint!((tx) => body(tx as DrizzlePgDatabase))
+              .then(
+                (value) => ({ value }),
+                (error: unknown) => ({ error }),
+              )
+              .finally(() => lease.release())
+          }
+          await sent.promise
+          const closed = app.nextClose()
+          app.proxy.blackHole(false)
+          await closed
+          const seen = await outcome
+          // The savepoint failed (its connection is gone), whatever its body did with the error.
+          if (savepointCase.open) expect(seen).toBeInstanceOf(Error)
+          else expect(seen).toMatchObject({ error: expect.any(Error) })
+          expect(await executionsOf(admin, schema, key)).toEqual([])
+          expect(await recordsOf(admin, schema, app.table, key)).toEqual([])
+          const open = deferred()
+          open.resolve()
+          expect(await app.run(`after-${key}`, open.promise)).toMatchObject({ replayed: false })
+        } finally {
+          await app.end()
+        }
+      })
+    }
+
     it('postgres.js: a COMMIT whose answer is lost answers 503 OUTCOME_UNKNOWN, not "not run"; the retry replays what committed', async () => {
       const target = new URL(databaseUrl!)
       const proxy = await startCommitProxy({

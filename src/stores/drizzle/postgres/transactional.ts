@@ -107,9 +107,10 @@ function createStoreTransaction<TTransaction>(
   life: TransactionLife,
 ): StoreTransaction<TTransaction> {
   const { statements, pglite } = context
-  const runner = transactionRunner(tx, pglite)
-  // After the store's own runner has its connection: the engine checks for itself.
+  // Before the runner takes the transaction's connection: the store's own statements go through
+  // the guard too, as the handler's do (./connections.ts).
   if (!pglite) guardPostgresJsTransaction(tx, life)
+  const runner = transactionRunner(tx, pglite)
   const firstRow = async (statement: keyof PostgresStatements, values: object) =>
     (await runner.run(statements[statement], values))[0]
 
