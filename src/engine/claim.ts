@@ -232,6 +232,9 @@ async function claimOnceInTransaction<TTransaction>(
   if (claim.kind === 'claimed') return { kind: 'execute', lease: claim.lease }
   if (claim.kind === 'refused') return claim.result
   claimFailed(context, call.base, claim.error)
+  // Failing open, the keyed operation ends here (`store_error`), as it does outside
+  // transactional mode: the handler runs without a record, in a transaction of its own.
+  call.base.trace?.end(undefined)
   return { kind: 'execute', lease: await recordlessLease(context, call.base.operation) }
 }
 

@@ -8,8 +8,8 @@
  *     ├─ idempotency complete    each attempt to record the outcome
  *     └─ idempotency release     releasing the key after an unexpected error
  *
- * Without an SDK (the API's global providers are no-ops) no trace is made: what remains on a
- * keyed call is two lookups of the global providers.
+ * Without an SDK (nothing registered with the API) no trace is made: what remains on a keyed
+ * call is one read of the API's global registry.
  */
 import type {
   Attributes,
@@ -132,6 +132,10 @@ export class Telemetry {
 
   /** A trace for a keyed operation, or undefined when no SDK would record any of it. */
   start(operation: string, key: string, adapter: string | undefined): OperationTrace | undefined {
+    return quietly(() => this.#start(operation, key, adapter))
+  }
+
+  #start(operation: string, key: string, adapter: string | undefined): OperationTrace | undefined {
     if (this.#global && registry[registryKey] === undefined) return undefined
     const tracer = this.tracer()
     const instruments = this.instruments()
@@ -311,6 +315,10 @@ export class OperationTrace {
   end(error: unknown): void {
     if (this.#ended) return
     this.#ended = true
+    quietly(() => this.#record(error))
+  }
+
+  #record(error: unknown): void {
     const outcome = this.#outcome ?? outcomeOf(error)
     const failed = failures.has(outcome)
     const attributes: Attributes = { ...this.#attributes, [attributeNames.outcome]: outcome }
@@ -347,7 +355,7 @@ export class OperationTrace {
     failure?: (result: T) => unknown,
   ): Promise<T> {
     const startedAt = performance.now()
-    const span = this.#childSpan(name)
+    const span = quietly(() => this.#childSpan(name))
     const { context, trace, SpanStatusCode } = this.#telemetry.api
     const calling = span ? context.with(trace.setSpan(context.active(), span), call) : call()
     const finish = (error: unknown) => {
@@ -362,8 +370,8 @@ export class OperationTrace {
       span.end()
     }
     calling.then(
-      (result) => finish(failure?.(result)),
-      (error: unknown) => finish(error ?? 'unknown'),
+      (result) => quietly(() => finish(failure?.(result))),
+      (error: unknown) => quietly(() => finish(error ?? 'unknown')),
     )
     return calling
   }
@@ -406,4 +414,13 @@ function errorType(error: unknown): string {
     if (typeof name === 'string' && name !== '') return name
   }
   return '_OTHER'
+}
+
+/** Telemetry never fails a request: what an SDK (or a provider passed in) throws is dropped. */
+function quietly<T>(fn: () => T): T | undefined {
+  try {
+    return fn()
+  } catch {
+    return undefined
+  }
 }

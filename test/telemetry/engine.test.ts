@@ -2,7 +2,12 @@ import { PGlite } from '@electric-sql/pglite'
 import { trace } from '@opentelemetry/api'
 import { drizzle } from 'drizzle-orm/pglite'
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest'
-import { createIdempotency, createMemoryStore, type IdempotencyOptions } from '../../src'
+import {
+  createIdempotency,
+  createMemoryStore,
+  type IdempotencyOptions,
+  type StoreTransaction,
+} from '../../src'
 import {
   createDrizzleStore,
   idempotencyKeys,
@@ -130,6 +135,58 @@ describe('telemetry of the engine', () => {
       'idempotency claim',
       'idempotency complete',
     ])
+  })
+})
+
+describe('telemetry of transactional mode failing open', () => {
+  it('ends the operation as store_error when the claim fails open; the handler still runs', async () => {
+    const down = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })
+    const session: StoreTransaction = {
+      handle: {},
+      claim: () => Promise.reject(down),
+      complete: async () => true,
+      savepoint: (inner) => inner(session),
+    }
+    const store = {
+      ...createMemoryStore(),
+      transaction: <T>(fn: (s: StoreTransaction) => Promise<T>) => fn(session),
+    }
+    const idempotency = engine({ store, transactional: true, onStoreError: 'fail-open' })
+    const before = countOf(await sdk.points(metricNames.operations), {
+      'idempotency.outcome': 'store_error',
+    })
+    expect(await idempotency.execute(request('k-open'), async () => 1)).toEqual({
+      value: 1,
+      replayed: false,
+    })
+    const [operation] = operationSpans(sdk.spans())
+    expect(operation?.attributes).toMatchObject({
+      'idempotency.outcome': 'store_error',
+      'error.type': 'ECONNREFUSED',
+    })
+    const after = countOf(await sdk.points(metricNames.operations), {
+      'idempotency.outcome': 'store_error',
+    })
+    expect(after - before).toBe(1)
+  })
+})
+
+describe('telemetry that throws', () => {
+  it('never fails the request: a tracer provider that throws records nothing, and the call runs', async () => {
+    const broken = {
+      getTracer() {
+        throw new Error('a broken tracer provider')
+      },
+    }
+    const idempotency = engine({ telemetry: { tracerProvider: broken as never } })
+    expect(await idempotency.execute(request('k-broken'), () => 1)).toEqual({
+      value: 1,
+      replayed: false,
+    })
+    expect(await idempotency.execute(request('k-broken'), () => 2)).toEqual({
+      value: 1,
+      replayed: true,
+    })
   })
 })
 
