@@ -208,6 +208,8 @@ export class OperationTrace {
   readonly #tracer: Tracer | undefined
   readonly #instruments: Instruments | undefined
   readonly #span: Span | undefined
+  /** The span the handler runs under: {@link #span}, or one the sampler dropped. */
+  readonly #active: Span | undefined
   /** The attributes every metric of the operation carries. */
   readonly #attributes: Attributes
   #outcome: TelemetryOutcome | undefined
@@ -237,7 +239,9 @@ export class OperationTrace {
       kind: telemetry.api.SpanKind.INTERNAL,
       attributes: telemetry.recordKeys ? { ...attributes, [attributeNames.key]: key } : attributes,
     })
-    // A span the sampler dropped records nothing, and neither would its children.
+    // A span the sampler dropped records nothing, and neither would its children; it is still
+    // the handler's parent, so that the handler's spans follow its sampling decision.
+    this.#active = span
     if (span?.isRecording()) {
       this.#span = span
       this.#tracer = tracer
@@ -305,7 +309,7 @@ export class OperationTrace {
 
   /** Runs `fn` with the operation's span active: the spans it starts are its children. */
   run<T>(fn: () => T): T {
-    const span = this.#span
+    const span = this.#active
     if (span === undefined) return fn()
     const { context, trace } = this.#telemetry.api
     return context.with(trace.setSpan(context.active(), span), fn)

@@ -1,5 +1,6 @@
 import { PGlite } from '@electric-sql/pglite'
 import { trace } from '@opentelemetry/api'
+import { AlwaysOffSampler, BasicTracerProvider } from '@opentelemetry/sdk-trace-base'
 import { drizzle } from 'drizzle-orm/pglite'
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import {
@@ -187,6 +188,20 @@ describe('telemetry that throws', () => {
       value: 1,
       replayed: true,
     })
+  })
+})
+
+describe('a sampler that drops the operation', () => {
+  it("still makes the operation's span the handler's parent, so the handler's spans follow its decision", async () => {
+    const tracerProvider = new BasicTracerProvider({ sampler: new AlwaysOffSampler() })
+    const idempotency = engine({ telemetry: { tracerProvider } })
+    let active: ReturnType<typeof trace.getActiveSpan>
+    await idempotency.execute(request('k-dropped'), () => {
+      active = trace.getActiveSpan()
+      return 1
+    })
+    expect(active).toBeDefined()
+    expect(active!.isRecording()).toBe(false)
   })
 })
 
