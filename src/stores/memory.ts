@@ -7,7 +7,12 @@ import type {
   ReleaseInput,
   SweepOptions,
 } from '../store'
-import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from './operator'
+import {
+  type PinnedInspection,
+  type PinnedRecord,
+  pinnedInspection,
+  releaseKeyWith,
+} from './operator'
 import { claimedRecord } from './record'
 
 export interface MemoryStoreOptions {
@@ -45,18 +50,15 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Inspectable
   const inspect = (scope: string, key: string): PinnedInspection | undefined => {
     const record = records.find(scope, key)
     if (record === undefined) return undefined
-    const { status, fingerprint, lockedUntil, expiresAt, response, leaseToken } = record
-    const inspection = {
-      scope,
-      key,
-      status,
-      fingerprint,
-      lockedUntil: status === 'in_progress' ? lockedUntil : undefined,
-      expiresAt,
-      now: now(),
-      responseBytes: response === null ? null : Buffer.byteLength(response),
-    }
-    return { inspection, leaseToken }
+    const { expiresAt, response } = record
+    return pinnedInspection(
+      { ...record, scope, key },
+      {
+        expiresAt,
+        now: now(),
+        responseBytes: response === null ? null : Buffer.byteLength(response),
+      },
+    )
   }
   const deletePinned = ({ scope, key, leaseToken, status }: PinnedRecord): boolean => {
     const record = records.find(scope, key)

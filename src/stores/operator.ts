@@ -1,4 +1,10 @@
-import type { RecordInspection, RecordStatus, ReleaseKeyOptions, ReleaseKeyResult } from '../store'
+import type {
+  IdempotencyRecord,
+  RecordInspection,
+  RecordStatus,
+  ReleaseKeyOptions,
+  ReleaseKeyResult,
+} from '../store'
 
 /** A record as `inspect` reports it, with the lease token a pinned delete needs. */
 export interface PinnedInspection {
@@ -12,6 +18,27 @@ export interface PinnedRecord {
   key: string
   leaseToken: string
   status: RecordStatus
+}
+
+/** What a store read of one record, pinned to the lease token it carries. */
+export function pinnedInspection(
+  record: Pick<IdempotencyRecord, 'scope' | 'key' | 'status' | 'fingerprint' | 'leaseToken'> & {
+    lockedUntil: number
+  },
+  read: { expiresAt: number; now: number; responseBytes: number | null },
+): PinnedInspection {
+  const { scope, key, status, fingerprint, lockedUntil, leaseToken } = record
+  return {
+    inspection: {
+      scope,
+      key,
+      status,
+      fingerprint,
+      lockedUntil: status === 'in_progress' ? lockedUntil : undefined,
+      ...read,
+    },
+    leaseToken,
+  }
 }
 
 /** Whether an executor may still be running under the record's lease, on the store's clock. */

@@ -1,5 +1,5 @@
 import type { ClaimInput, IdempotencyRecord, RecordStatus } from '../../store'
-import type { PinnedInspection } from '../operator'
+import { type PinnedInspection, pinnedInspection } from '../operator'
 import type { Row } from './runner'
 
 /**
@@ -85,18 +85,17 @@ export function inspectionOf(
   row: Row | undefined,
 ): PinnedInspection | undefined {
   if (row === undefined) return undefined
-  const status = row[1] as RecordStatus
-  return {
-    inspection: {
-      scope,
-      key,
-      status,
-      fingerprint: row[0] as string,
-      lockedUntil: status === 'in_progress' ? Number(row[3]) : undefined,
-      expiresAt: Number(row[4]),
-      now: Number(row[6]),
-      responseBytes: row[5] === null || row[5] === undefined ? null : Number(row[5]),
-    },
+  const record = {
+    scope,
+    key,
+    status: row[1] as RecordStatus,
+    fingerprint: row[0] as string,
     leaseToken: row[2] as string,
+    lockedUntil: Number(row[3]),
   }
+  return pinnedInspection(record, {
+    expiresAt: Number(row[4]),
+    now: Number(row[6]),
+    responseBytes: row[5] === null || row[5] === undefined ? null : Number(row[5]),
+  })
 }

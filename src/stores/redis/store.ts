@@ -7,7 +7,12 @@ import type {
   InspectableStore,
   ReleaseInput,
 } from '../../store'
-import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from '../operator'
+import {
+  type PinnedInspection,
+  type PinnedRecord,
+  pinnedInspection,
+  releaseKeyWith,
+} from '../operator'
 import { claimedRecord } from '../record'
 import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
 import {
@@ -85,19 +90,11 @@ export function createRedisStore(
     const expiresAt = toNumber(reply[0], 'inspect')
     const { record } = toRecord(scope, key, reply[1], expiresAt, 'inspect')
     const responseBytes = Number(text(reply[2]))
-    return {
-      inspection: {
-        scope,
-        key,
-        status: record.status,
-        fingerprint: record.fingerprint,
-        lockedUntil: record.status === 'in_progress' ? record.lockedUntil : undefined,
-        expiresAt,
-        now: toNumber(reply[3], 'inspect'),
-        responseBytes: responseBytes >= 0 ? responseBytes : null,
-      },
-      leaseToken: record.leaseToken,
-    }
+    return pinnedInspection(record, {
+      expiresAt,
+      now: toNumber(reply[3], 'inspect'),
+      responseBytes: responseBytes >= 0 ? responseBytes : null,
+    })
   }
   const deletePinned = async ({ scope, key, leaseToken, status }: PinnedRecord) => {
     const start = headerThroughToken(status, jsonString(leaseToken))
