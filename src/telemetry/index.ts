@@ -1,4 +1,5 @@
 /** OpenTelemetry traces and metrics of keyed operations (see ./telemetry.ts). */
 export { attributeNames, metricNames, type TelemetryOutcome } from './names'
 export type { TelemetryMeterProvider, TelemetryOptions, TelemetryTracerProvider } from './options'
-export { createTelemetry, OperationTrace, runUnderOperation, Telemetry } from './telemetry'
+export { createTelemetry, Telemetry } from './telemetry'
+export { OperationTrace, runUnderOperation } from './trace'
