@@ -172,6 +172,46 @@ describe('telemetry of transactional mode failing open', () => {
   })
 })
 
+describe('telemetry of a COMMIT whose answer was lost', () => {
+  it('ends the operation as outcome_unknown, an error span with the driver code', async () => {
+    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })
+    const memory = createMemoryStore()
+    const session: StoreTransaction = {
+      handle: {},
+      claim: async (input) => ({
+        claimed: true,
+        takeover: false,
+        record: {
+          ...input,
+          status: 'in_progress',
+          response: null,
+          lockedUntil: Date.now() + input.lockTimeoutMs,
+          expiresAt: Date.now() + input.lockTimeoutMs,
+        },
+      }),
+      complete: async () => true,
+      savepoint: (inner) => inner(session),
+    }
+    const store = {
+      ...memory,
+      async transaction<T>(fn: (s: StoreTransaction) => Promise<T>): Promise<T> {
+        await fn(session)
+        throw reset
+      },
+    }
+    const idempotency = engine({ store, transactional: true })
+    await expect(idempotency.execute(request('k-lost'), async () => 1)).rejects.toMatchObject({
+      code: 'OUTCOME_UNKNOWN',
+    })
+    const [operation] = operationSpans(sdk.spans())
+    expect(operation?.attributes).toMatchObject({
+      'idempotency.outcome': 'outcome_unknown',
+      'error.type': 'ECONNRESET',
+    })
+    expect(operation?.status.code).toBe(2)
+  })
+})
+
 describe('telemetry that throws', () => {
   it('never fails the request: a tracer provider that throws records nothing, and the call runs', async () => {
     const broken = {
