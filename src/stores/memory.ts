@@ -47,26 +47,6 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Inspectable
   }
   const records = new RecordTable(maxRecords)
 
-  const inspect = (scope: string, key: string): PinnedInspection | undefined => {
-    const record = records.find(scope, key)
-    if (record === undefined) return undefined
-    const { expiresAt, response } = record
-    return pinnedInspection(
-      { ...record, scope, key },
-      {
-        expiresAt,
-        now: now(),
-        responseBytes: response === null ? null : Buffer.byteLength(response),
-      },
-    )
-  }
-  const deletePinned = ({ scope, key, leaseToken, status }: PinnedRecord): boolean => {
-    const record = records.find(scope, key)
-    if (record?.leaseToken !== leaseToken || record.status !== status) return false
-    records.remove(scope, key)
-    return true
-  }
-
   return {
     // The engine keeps no copies of records in front of this store: they are here already.
     inProcess: true,
@@ -135,12 +115,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Inspectable
     },
 
     async inspect(scope, key) {
-      return inspect(scope, key)?.inspection
+      return records.inspect(scope, key, now())?.inspection
     },
 
     async releaseKey(scope, key, releaseOptions) {
-      const read = async (s: string, k: string) => inspect(s, k)
-      const remove = async (pinned: PinnedRecord) => deletePinned(pinned)
+      const read = async (s: string, k: string) => records.inspect(s, k, now())
+      const remove = async (pinned: PinnedRecord) => records.removePinned(pinned)
       return releaseKeyWith(scope, key, releaseOptions, read, remove)
     },
 
@@ -180,6 +160,23 @@ class RecordTable {
 
   find(scope: string, key: string): IdempotencyRecord | undefined {
     return this.#records.get(scope)?.get(key)
+  }
+
+  /** What `inspect` reports of a record, at `now`, with its lease token. */
+  inspect(scope: string, key: string, now: number): PinnedInspection | undefined {
+    const record = this.find(scope, key)
+    if (record === undefined) return undefined
+    const { expiresAt, response } = record
+    const responseBytes = response === null ? null : Buffer.byteLength(response)
+    return pinnedInspection({ ...record, scope, key }, { expiresAt, now, responseBytes })
+  }
+
+  /** Removes the record only if it still has the lease token and status `inspect` read. */
+  removePinned({ scope, key, leaseToken, status }: PinnedRecord): boolean {
+    const record = this.find(scope, key)
+    if (record?.leaseToken !== leaseToken || record.status !== status) return false
+    this.remove(scope, key)
+    return true
   }
 
   put(record: IdempotencyRecord): void {

@@ -14,7 +14,13 @@ import {
   releaseKeyWith,
 } from '../operator'
 import { claimedRecord } from '../record'
-import { createScriptRunner, invalidArgument, type RedisClientLike } from './client'
+import {
+  createScriptRunner,
+  invalidArgument,
+  type RedisClientLike,
+  type ScriptRunner,
+} from './client'
+import { text, toFlag, toNumber, toRecord, unexpectedReply } from './replies'
 import {
   claimScript,
   completeScript,
@@ -80,29 +86,6 @@ export function createRedisStore(
   const runner = createScriptRunner(client, options.requireReady ?? true)
 
   const recordKey = (scope: string, key: string) => `${prefix}{${recordHash(scope, key)}}`
-
-  const inspect = async (scope: string, key: string): Promise<PinnedInspection | undefined> => {
-    checkString(scope, 'scope')
-    checkString(key, 'key')
-    const reply = await runner.run(inspectScript, recordKey(scope, key), [])
-    if (reply === null || reply === undefined) return undefined
-    if (!Array.isArray(reply)) throw unexpectedReply('inspect', reply)
-    const expiresAt = toNumber(reply[0], 'inspect')
-    const { record } = toRecord(scope, key, reply[1], expiresAt, 'inspect')
-    const responseBytes = Number(text(reply[2]))
-    return pinnedInspection(record, {
-      expiresAt,
-      now: toNumber(reply[3], 'inspect'),
-      responseBytes: responseBytes >= 0 ? responseBytes : null,
-    })
-  }
-  const deletePinned = async ({ scope, key, leaseToken, status }: PinnedRecord) => {
-    const start = headerThroughToken(status, jsonString(leaseToken))
-    return toFlag(
-      await runner.run(deletePinnedScript, recordKey(scope, key), [start]),
-      'releaseKey',
-    )
-  }
 
   return {
     library: runner.library,
@@ -172,14 +155,46 @@ export function createRedisStore(
       return toRecord(scope, key, reply[1], toNumber(reply[0], 'get'), 'get').record
     },
 
-    inspect: async (scope, key) => (await inspect(scope, key))?.inspection,
-    releaseKey: (scope, key, options) => releaseKeyWith(scope, key, options, inspect, deletePinned),
+    ...operatorCalls(runner, recordKey),
 
     // Redis deletes each record at its expiresAt (its key's expiry), and no script sees a key
     // past it: there is nothing left to sweep.
     async sweep(): Promise<number> {
       return 0
     },
+  }
+}
+
+/** `inspect` and `releaseKey`: the record read by one script, deleted pinned by another. */
+function operatorCalls(
+  runner: ScriptRunner,
+  recordKey: (scope: string, key: string) => string,
+): Pick<RedisStore, 'inspect' | 'releaseKey'> {
+  const inspect = async (scope: string, key: string): Promise<PinnedInspection | undefined> => {
+    checkString(scope, 'scope')
+    checkString(key, 'key')
+    const reply = await runner.run(inspectScript, recordKey(scope, key), [])
+    if (reply === null || reply === undefined) return undefined
+    if (!Array.isArray(reply)) throw unexpectedReply('inspect', reply)
+    const expiresAt = toNumber(reply[0], 'inspect')
+    const { record } = toRecord(scope, key, reply[1], expiresAt, 'inspect')
+    const responseBytes = Number(text(reply[2]))
+    return pinnedInspection(record, {
+      expiresAt,
+      now: toNumber(reply[3], 'inspect'),
+      responseBytes: responseBytes >= 0 ? responseBytes : null,
+    })
+  }
+  const deletePinned = async ({ scope, key, leaseToken, status }: PinnedRecord) => {
+    const start = headerThroughToken(status, jsonString(leaseToken))
+    return toFlag(
+      await runner.run(deletePinnedScript, recordKey(scope, key), [start]),
+      'releaseKey',
+    )
+  }
+  return {
+    inspect: async (scope, key) => (await inspect(scope, key))?.inspection,
+    releaseKey: (scope, key, options) => releaseKeyWith(scope, key, options, inspect, deletePinned),
   }
 }
 
@@ -273,85 +288,4 @@ function wholeMilliseconds(value: unknown, name: string): number {
  */
 function redisTtl(value: unknown): number {
   return Math.max(1, wholeMilliseconds(value, 'ttlMs'))
-}
-
-// Replies are strings (or Buffers when a client maps them so), nil as null, integers as numbers.
-function text(value: unknown): string | null {
-  if (typeof value === 'string') return value
-  if (value === null || value === undefined) return null
-  if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8')
-  return String(value)
-}
-
-function toNumber(value: unknown, call: string): number {
-  const number = typeof value === 'number' ? value : Number(text(value) ?? Number.NaN)
-  // A record's expiry is never negative: -1 (no TTL) means someone removed it by hand.
-  if (!(Number.isFinite(number) && number >= 0)) throw unexpectedReply(call, value)
-  return number
-}
-
-function toFlag(reply: unknown, call: string): boolean {
-  if (reply === 1) return true
-  if (reply === 0) return false
-  const value = text(reply)
-  if (value !== '0' && value !== '1') throw unexpectedReply(call, reply)
-  return value === '1'
-}
-
-interface StoredHeader {
-  status: unknown
-  leaseToken: unknown
-  leaseEndsBeforeExpiryMs: unknown
-  takeover: unknown
-  fingerprint: unknown
-}
-
-/**
- * A stored record (see scripts.ts): its header line, then '\n' and the response, if any, with
- * `expiresAt`, its key's expiry, read in the same script.
- */
-function toRecord(
-  scope: string,
-  key: string,
-  stored: unknown,
-  expiresAt: number,
-  call: string,
-): { record: IdempotencyRecord; takeover: boolean } {
-  const value = text(stored)
-  if (value === null) throw unexpectedReply(call, stored)
-  const newline = value.indexOf('\n')
-  let header: StoredHeader
-  try {
-    header = JSON.parse(newline === -1 ? value : value.slice(0, newline)) ?? {}
-  } catch {
-    throw unexpectedReply(call, stored)
-  }
-  const { status, leaseToken, leaseEndsBeforeExpiryMs, fingerprint } = header
-  if (
-    (status !== 'in_progress' && status !== 'completed') ||
-    typeof leaseToken !== 'string' ||
-    typeof fingerprint !== 'string' ||
-    typeof leaseEndsBeforeExpiryMs !== 'number'
-  ) {
-    throw unexpectedReply(call, stored)
-  }
-  return {
-    record: {
-      scope,
-      key,
-      fingerprint,
-      status,
-      response: newline === -1 ? null : value.slice(newline + 1),
-      leaseToken,
-      lockedUntil: expiresAt - leaseEndsBeforeExpiryMs,
-      expiresAt,
-    },
-    takeover: header.takeover === true,
-  }
-}
-
-function unexpectedReply(call: string, reply: unknown): Error {
-  return new Error(
-    `idempotent-mutations: unexpected reply from the Redis ${call} script: ${JSON.stringify(reply)?.slice(0, 200)}`,
-  )
 }
