@@ -17,7 +17,6 @@
 //
 //   node scripts/check-pack.mjs          (npm run pack:check)
 //   KEEP_PACK_CHECK=1 node scripts/...   keeps the temporary folder for a look
-import { execFileSync } from 'node:child_process'
 import {
   cpSync,
   existsSync,
@@ -31,12 +30,12 @@ import {
 } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
+import { checkCli } from './pack/cli.mjs'
+import { fail, log, npmEnv, pkg, root, run } from './pack/common.mjs'
+import { checkTelemetry, nodeAtLeast } from './pack/telemetry.mjs'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const require = createRequire(join(root, 'package.json'))
-const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 // tsup reads tsup.config.ts and tsconfig.json from the working directory.
 process.chdir(root)
 
@@ -132,24 +131,6 @@ const drizzleTables = [
     file: 'src/stores/drizzle/schema.sqlite.sql',
   },
 ]
-
-const log = (line) => console.log(`[pack:check] ${line}`)
-const fail = (message) => {
-  console.error(`[pack:check] FAILED: ${message}`)
-  process.exitCode = 1
-  throw new Error(message)
-}
-
-// npm run sets npm_config_* for its own child; a nested npm must not inherit the outer
-// project's settings (prefix, workspaces...), only where the cache and registry are.
-const npmEnv = Object.fromEntries(
-  Object.entries(process.env).filter(
-    ([name]) =>
-      !name.startsWith('npm_') || ['npm_config_cache', 'npm_config_registry'].includes(name),
-  ),
-)
-const run = (command, args, cwd, env = npmEnv) =>
-  execFileSync(command, args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
 
 const work = mkdtempSync(join(tmpdir(), 'im-pack-check-'))
 try {
@@ -607,122 +588,6 @@ describeStoreConformance({
   else rmSync(work, { recursive: true, force: true })
 }
 
-/**
- * Runs the installed CLI (node_modules/.bin/idempotent-mutations, so through its shebang) with
- * the records an app would leave: an in-progress and a completed key, written by the packed
- * stores over the drivers installed beside them.
- */
-function checkCli(consumer) {
-  const bin = join(consumer, 'node_modules/.bin/idempotent-mutations')
-  if (!existsSync(bin)) fail('npm linked no node_modules/.bin/idempotent-mutations')
-  const { DATABASE_URL, REDIS_URL, ...withoutStores } = npmEnv
-  const cli = (args, env = {}) => {
-    try {
-      return { code: 0, stdout: run(bin, args, consumer, { ...withoutStores, ...env }) }
-    } catch (error) {
-      return { code: error.status, stdout: error.stdout, stderr: error.stderr }
-    }
-  }
-  const help = cli(['--help'])
-  if (help.code !== 0 || !help.stdout.startsWith('Usage: idempotent-mutations')) {
-    fail(`idempotent-mutations --help: exit ${help.code}\n${help.stdout}${help.stderr}`)
-  }
-  const usage = cli(['inspect', 'k'], { DATABASE_URL: 'postgres://unused' })
-  if (usage.code !== 2 || !/--operation/.test(usage.stderr)) {
-    fail(`idempotent-mutations inspect without --operation: exit ${usage.code}\n${usage.stderr}`)
-  }
-  log('the CLI runs from node_modules/.bin: --help, and exit 2 on a usage error')
-  writeFileSync(join(consumer, 'cli-records.mjs'), cliRecordsFile(pkg.name))
-  for (const [variable, url] of [
-    ['DATABASE_URL', DATABASE_URL],
-    ['REDIS_URL', REDIS_URL],
-  ]) {
-    if (!url) {
-      log(`skipped the CLI on a real store: ${variable} is not set`)
-      continue
-    }
-    const env = { [variable]: url }
-    const prefix = `pack-check-cli:${process.pid}:`
-    const schema = `im_pack_check_cli_p${process.pid}`
-    const location = variable === 'REDIS_URL' ? ['--prefix', prefix] : ['--schema', schema]
-    const where = ['--operation', 'orders.create', '--scope', 'tenant-1', ...location]
-    try {
-      run(process.execPath, ['cli-records.mjs', 'write', prefix, schema], consumer, {
-        ...withoutStores,
-        ...env,
-      })
-      const expect = (args, code, pattern) => {
-        const result = cli(args, env)
-        if (result.code !== code || !pattern.test(result.stdout)) {
-          fail(
-            `idempotent-mutations ${args.join(' ')} (${variable}): exit ${result.code}, expected ${code} and ${pattern}\n${result.stdout}${result.stderr ?? ''}`,
-          )
-        }
-      }
-      expect(['inspect', 'running', ...where, '--json'], 0, /"status": "in_progress"/)
-      expect(['inspect', 'done', ...where], 0, /status\s+completed/)
-      expect(['inspect', 'absent', ...where], 1, /^No record of key "absent"/)
-      expect(['release', 'running', ...where], 1, /^Refused: /)
-      expect(['release', 'running', ...where, '--force'], 0, /^Released key "running"/)
-      expect(['release', 'done', ...where, '--json'], 0, /"released": true/)
-      expect(['inspect', 'done', ...where], 1, /^No record/)
-      expect(['sweep', ...location], 0, /^Swept \d+/)
-      log(
-        `the CLI inspected, released and swept on ${variable === 'REDIS_URL' ? 'Redis' : 'PostgreSQL'}`,
-      )
-    } finally {
-      run(process.execPath, ['cli-records.mjs', 'clean', prefix, schema], consumer, {
-        ...withoutStores,
-        ...env,
-      })
-    }
-  }
-}
-
-/** Writes (or cleans up) the records the CLI check inspects, with the packed stores. */
-function cliRecordsFile(name) {
-  return `const [action, prefix, schema] = process.argv.slice(2)
-const { storedScope } = await import('${name}')
-const scope = storedScope({ scope: 'tenant-1', operation: 'orders.create' })
-let store
-let close
-let clean
-if (process.env.REDIS_URL) {
-  const { Redis } = await import('ioredis')
-  const { createRedisStore } = await import('${name}/redis')
-  const client = new Redis(process.env.REDIS_URL, { lazyConnect: true })
-  await client.connect()
-  store = createRedisStore(client, { prefix })
-  clean = async () => {
-    for (const key of ['running', 'done']) await client.del(store.recordKey(scope, key))
-  }
-  close = () => client.quit()
-} else {
-  const { default: postgres } = await import('postgres')
-  const { drizzle } = await import('drizzle-orm/postgres-js')
-  const { createDrizzleStore, defineIdempotencyTable } = await import('${name}/drizzle')
-  const client = postgres(process.env.DATABASE_URL, { max: 1, onnotice: () => {} })
-  store = createDrizzleStore(drizzle({ client }), { table: defineIdempotencyTable('idempotency_keys', schema) })
-  clean = () => client.unsafe('drop schema if exists "' + schema + '" cascade')
-  close = () => client.end()
-}
-try {
-  if (action === 'write') {
-    await store.ensureTable?.()
-    for (const key of ['running', 'done']) {
-      const claim = { scope, key, fingerprint: 'f', leaseToken: key, lockTimeoutMs: 600000, ttlMs: 3600000 }
-      if (!(await store.claim(claim)).claimed) throw new Error('the key ' + key + ' was taken')
-    }
-    await store.complete({ scope, key: 'done', leaseToken: 'done', response: '{"json":1}', ttlMs: 3600000 })
-  } else {
-    await clean()
-  }
-} finally {
-  await close()
-}
-`
-}
-
 function specifierOf(name) {
   return name === '.' ? pkg.name : `${pkg.name}/${name.slice(2)}`
 }
@@ -916,76 +781,4 @@ function listFiles(folder) {
   return readdirSync(folder, { withFileTypes: true }).flatMap((entry) =>
     entry.isDirectory() ? listFiles(join(folder, entry.name)) : [join(folder, entry.name)],
   )
-}
-
-function nodeAtLeast(major, minor) {
-  const [m, n] = process.versions.node.split('.').map(Number)
-  return m > major || (m === major && n >= minor)
-}
-
-/** Installs the tarball beside each set of OpenTelemetry packages and runs {@link telemetryFile}. */
-function checkTelemetry(sets, tarball) {
-  for (const [index, packages] of sets.entries()) {
-    const app = join(work, `telemetry-${index}`)
-    mkdirSync(app)
-    writeFileSync(join(app, 'package.json'), JSON.stringify({ private: true, type: 'module' }))
-    const flags = ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--prefer-offline']
-    run('npm', [...flags, tarball, ...packages], app)
-    const traces = packages.some((name) => name.startsWith('@opentelemetry/sdk-trace-base'))
-    writeFileSync(join(app, 'telemetry.mjs'), telemetryFile(pkg.name, traces))
-    try {
-      log(`${run(process.execPath, ['telemetry.mjs'], app).trim()} (${packages.join(', ')})`)
-    } catch (error) {
-      fail(
-        `OpenTelemetry with ${packages.join(', ')}: ${error.stdout}${error.stderr || error.message}`,
-      )
-    }
-  }
-}
-
-/** An app that registers the SDK globally and never passes it to the library. */
-function telemetryFile(name, traces) {
-  return `import { metrics, trace } from '@opentelemetry/api'
-import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
-import { createIdempotency, createMemoryStore } from '${name}'
-
-class Reader extends MetricReader {
-  async onShutdown() {}
-  async onForceFlush() {}
-}
-const reader = new Reader()
-metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }))
-let exporter
-${
-  traces
-    ? `const sdk = await import('@opentelemetry/sdk-trace-base')
-exporter = new sdk.InMemorySpanExporter()
-trace.setGlobalTracerProvider(
-  new sdk.BasicTracerProvider({ spanProcessors: [new sdk.SimpleSpanProcessor(exporter)] }),
-)`
-    : ''
-}
-const idempotency = createIdempotency({ store: createMemoryStore() })
-const pay = () => idempotency.execute({ key: 'k1', operation: 'pay' }, () => ({ id: 1 }))
-await pay()
-await pay()
-const { resourceMetrics } = await reader.collect()
-const counter = resourceMetrics.scopeMetrics
-  .flatMap((scope) => scope.metrics)
-  .find((metric) => metric.descriptor.name === 'idempotency.operations')
-const outcomes = (counter?.dataPoints ?? [])
-  .map((point) => point.attributes['idempotency.outcome'] + '=' + point.value)
-  .sort()
-if (outcomes.join() !== 'executed=1,replayed=1') {
-  throw new Error('idempotency.operations: ' + JSON.stringify(outcomes))
-}
-let spans = []
-if (exporter) {
-  spans = exporter.getFinishedSpans().map((span) => span.name + ':' + (span.attributes['idempotency.outcome'] ?? '-'))
-  if (!spans.includes('idempotency pay:executed') || !spans.includes('idempotency pay:replayed')) {
-    throw new Error('spans: ' + JSON.stringify(spans))
-  }
-}
-console.log('OpenTelemetry saw the keyed operations: ' + outcomes.join(', ') + (exporter ? '; spans ' + spans.join(', ') : ''))
-`
 }
