@@ -213,8 +213,20 @@ async function main(): Promise<void> {
         }
         const tx = results.http.transactional
         log(
-          `  tRPC, transactional: first ÷ floor ${tx.firstVsFloor}, first ÷ ours outside transactional mode ${tx.firstVsOurs} (medians of rounds; ratios of means ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs})`,
+          `  tRPC, transactional: first ÷ transactional floor ${tx.firstVsTxFloor}, unprepared insert ÷ it ${tx.unpreparedVsTxFloor}, first ÷ floor ${tx.firstVsFloor}, ÷ ours outside transactional mode ${tx.firstVsOurs} (medians of rounds; ratios of means ${tx.ofMeans.firstVsTxFloor}, ${tx.ofMeans.unpreparedVsTxFloor}, ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs})`,
         )
+        const trips = results.http.roundTripsPerRequest
+        if (trips) {
+          log(
+            `  round trips per request: ${Object.entries(trips)
+              .filter(([name]) => name.includes('first execution') && name.startsWith('tRPC'))
+              .map(
+                ([name, count]) =>
+                  `${name.replace('tRPC ', '').replace(': first execution', '')} ${count}`,
+              )
+              .join(', ')}`,
+          )
+        }
         const spec = results.http.specRecordFloor
         log(
           `  tRPC floor on the SPEC's record: ÷ floor ${spec.vsFloor}, ours ÷ it ${spec.oursVsIt} (medians of rounds; ratios of means ${spec.ofMeans.vsFloor}, ${spec.ofMeans.oursVsIt})`,

@@ -4,6 +4,7 @@
  * in its own schema, `im_bench_<pid>`, dropped at the end: other people's tests share the
  * database and their tables are never touched.
  */
+import { connect, type Socket } from 'node:net'
 import { PGlite } from '@electric-sql/pglite'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
@@ -13,6 +14,7 @@ import type {
   DrizzlePgDatabase,
   DrizzleSQLiteDatabase,
 } from '../../src/stores/drizzle'
+import type { Query } from '../sections/floor'
 import type { Library } from './build'
 import type { Counter } from './peers'
 
@@ -41,7 +43,20 @@ export interface Database {
 }
 
 /** A PostgreSQL backend: PGlite or a real server. */
-export type PgDatabase = Database & { db: DrizzlePgDatabase }
+export interface PgDatabase extends Database {
+  db: DrizzlePgDatabase
+  /**
+   * Writes to the server's sockets (PostgreSQL only; stays 0 on PGlite). postgres.js gathers
+   * what it sends in one tick into one write, and waits for an answer before it sends again
+   * unless queries are pipelined, so one write is one round trip.
+   */
+  roundTrips: Counter
+  /**
+   * Runs `fn` in one transaction (BEGIN … COMMIT, ROLLBACK if it throws) on one connection; its
+   * `query` sends prepared statements on that connection.
+   */
+  transaction<T>(fn: (query: Query) => Promise<T>): Promise<T>
+}
 
 export const schemaName = `im_bench_${process.pid}`
 
@@ -50,12 +65,13 @@ export async function openDatabase(
   databaseUrl: string | undefined,
 ): Promise<PgDatabase> {
   const statements: Counter = { count: 0 }
+  const roundTrips: Counter = { count: 0 }
   const logger = {
     logQuery() {
       statements.count++
     },
   }
-  let database: Omit<PgDatabase, 'settings' | 'table'>
+  let database: Omit<PgDatabase, 'settings' | 'table' | 'roundTrips'>
   if (backend === 'pglite') {
     const client = new PGlite()
     database = {
@@ -64,6 +80,13 @@ export async function openDatabase(
       statements,
       query: async <Row>(text: string, params: unknown[] = []) =>
         (await client.query<Row>(text, params)).rows,
+      transaction: (fn) =>
+        client.transaction((tx) =>
+          fn(
+            async <Row>(text: string, params: unknown[]) =>
+              (await tx.query<Row>(text, params)).rows,
+          ),
+        ),
       schema: schemaName,
       poolSize: 1,
       close: () => client.close(),
@@ -71,14 +94,27 @@ export async function openDatabase(
   } else {
     if (!databaseUrl) throw new Error('bench: the postgres backend needs DATABASE_URL')
     const poolSize = 20
-    const client = postgres(databaseUrl, { max: poolSize, onnotice: () => {} })
+    const client = postgres(databaseUrl, {
+      max: poolSize,
+      onnotice: () => {},
+      // Not in postgres.js's types, but in its docs: a function that returns the socket.
+      ...({ socket: () => countingSocket(databaseUrl, roundTrips) } as object),
+    })
     database = {
       backend,
       db: drizzlePostgresJs({ client, logger }),
       statements,
-      // `unsafe` with `prepare: true` sends a named prepared statement, as drizzle's are.
+      // `unsafe` with `prepare: true` sends a named prepared statement, as the store's are.
       query: async <Row>(text: string, params: unknown[] = []) =>
         (await client.unsafe(text, params as never[], { prepare: true })) as unknown as Row[],
+      transaction: <T>(fn: (query: Query) => Promise<T>) =>
+        client.begin(
+          (sql) =>
+            fn(
+              async <Row>(text: string, params: unknown[]) =>
+                (await sql.unsafe(text, params as never[], { prepare: true })) as unknown as Row[],
+            ) as Promise<T>,
+        ) as Promise<T>,
       schema: schemaName,
       poolSize,
       close: () => client.end({ timeout: 5 }),
@@ -93,6 +129,7 @@ export async function openDatabase(
   }
   return {
     ...database,
+    roundTrips,
     table: (drizzle, name) => ({ table: drizzle.defineIdempotencyTable(name, schemaName) }),
     settings,
     close: async () => {
@@ -100,4 +137,16 @@ export async function openDatabase(
       await database.close()
     },
   }
+}
+
+/** A socket to the server at `url` that counts its writes. */
+function countingSocket(url: string, writes: Counter): Socket {
+  const { hostname, port } = new URL(url)
+  const socket = connect(Number(port || 5432), hostname.replace(/^\[|\]$/g, ''))
+  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
+  socket.write = ((...args: unknown[]) => {
+    writes.count++
+    return write(...args)
+  }) as Socket['write']
+  return socket
 }

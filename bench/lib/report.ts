@@ -1,7 +1,7 @@
 /** Turns a run's results into the checked targets, the Markdown summary and the console lines. */
 import type { DrizzleResult } from '../sections/drizzle'
 import type { EngineResult } from '../sections/engine'
-import type { HttpRatios, HttpResult } from '../sections/http'
+import type { HttpRatios, HttpResult, TransactionalRatios } from '../sections/http'
 import type { RedisResult } from '../sections/redis'
 import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
@@ -313,13 +313,22 @@ export function toMarkdown(results: Results): string {
       `## End to end over HTTP (${http.backend}, synchronous_commit=${http.settings.synchronous_commit}, fsync=${http.settings.fsync})`,
       '',
       table(
-        ['request', 'mean ms', 'p50 ms', 'p99 ms', 'SQL statements', 'CPU µs/request'],
+        [
+          'request',
+          'mean ms',
+          'p50 ms',
+          'p99 ms',
+          'SQL statements',
+          'round trips',
+          'CPU µs/request',
+        ],
         http.variants.map((v) => [
           v.name,
           Math.round(v.wallUsPerOp) / 1000,
           v.p50Ms,
           v.p99Ms,
           http.statementsPerRequest[v.name],
+          http.roundTripsPerRequest?.[v.name] ?? '',
           v.cpuUsPerOp,
         ]),
       ),
@@ -354,7 +363,7 @@ export function toMarkdown(results: Results): string {
         }),
       ),
       '',
-      `tRPC in transactional mode (the claim, the handler's insert and the completion in one transaction, one commit; the statement count, from drizzle's logger, leaves out BEGIN, SAVEPOINT and COMMIT): first execution ÷ floor ${http.transactional.firstVsFloor} (ratio of means ${http.transactional.ofMeans.firstVsFloor}), ÷ ours outside transactional mode ${http.transactional.firstVsOurs} (${http.transactional.ofMeans.firstVsOurs}).`,
+      transactionalLine(http.transactional),
       '',
       `The tRPC floor on a table of the SPEC's record (eight columns, the \`expires_at\` index, the store's parameters): ÷ floor ${http.specRecordFloor.vsFloor} (ratio of means ${http.specRecordFloor.ofMeans.vsFloor}); ours ÷ it ${http.specRecordFloor.oursVsIt} (${http.specRecordFloor.ofMeans.oursVsIt}).`,
       '',
@@ -362,4 +371,15 @@ export function toMarkdown(results: Results): string {
     )
   }
   return `${out.join('\n')}\n`
+}
+
+function transactionalLine(tx: HttpResult['transactional']): string {
+  const pair = (field: keyof TransactionalRatios) =>
+    `${tx[field]} (ratio of means ${tx.ofMeans[field]})`
+  return [
+    "tRPC in transactional mode (the claim, the handler's insert and the completion in one transaction, one commit; the SQL statement count, from drizzle's logger and the bench's own, leaves out BEGIN, SAVEPOINT and COMMIT; round trips count them):",
+    `first execution ÷ the transactional floor (BEGIN, claim, insert, complete, COMMIT, hand-written and prepared) ${pair('firstVsTxFloor')};`,
+    `with the handler's insert unprepared (drizzle without \`.prepare()\`) ${pair('unpreparedVsTxFloor')};`,
+    `÷ the floor outside a transaction ${pair('firstVsFloor')}; ÷ ours outside transactional mode ${pair('firstVsOurs')}.`,
+  ].join(' ')
 }

@@ -18,6 +18,7 @@ import type { AddressInfo } from 'node:net'
 import { initTRPC } from '@trpc/server'
 import { createHTTPServer } from '@trpc/server/adapters/standalone'
 import { sql } from 'drizzle-orm'
+import { bigint, integer, pgSchema, text } from 'drizzle-orm/pg-core'
 import { createSchema, createYoga } from 'graphql-yoga'
 import type { Library } from '../lib/build'
 import type { PgDatabase as Database } from '../lib/database'
@@ -30,6 +31,14 @@ import {
   round,
   type VariantStats,
 } from '../lib/measure'
+import {
+  createFloor,
+  createFloorTables,
+  insertOrder,
+  type OrderInput,
+  type OrderRow,
+  type Query,
+} from './floor'
 
 export interface HttpResult {
   backend: string
@@ -38,15 +47,16 @@ export interface HttpResult {
   /** SQL statements per request (store, business and floor statements together). */
   statementsPerRequest: Record<string, number>
   /**
+   * Round trips to PostgreSQL per request, BEGIN, SAVEPOINT and COMMIT included (socket writes;
+   * absent on PGlite).
+   */
+  roundTripsPerRequest?: Record<string, number>
+  /**
    * tRPC in transactional mode (claim, the handler's insert and the completion in one
    * transaction): its first execution relative to the floor and to ours outside transactional
    * mode, median of rounds and ratio of means.
    */
-  transactional: {
-    firstVsFloor: number
-    firstVsOurs: number
-    ofMeans: { firstVsFloor: number; firstVsOurs: number }
-  }
+  transactional: TransactionalRatios & { ofMeans: TransactionalRatios }
   /**
    * The tRPC floor on a table of the SPEC's record (its eight columns, the `expires_at` index,
    * the same parameters as the store's statements) relative to the floor, and ours relative to
@@ -67,6 +77,16 @@ export interface HttpResult {
   ratios: Record<'tRPC' | 'Yoga', HttpRatios & { ofMeans: HttpRatios }>
 }
 
+export interface TransactionalRatios {
+  /** ÷ the transactional floor: BEGIN, claim, insert, complete, COMMIT, hand-written. */
+  firstVsTxFloor: number
+  /** The same with the handler's insert sent unprepared (drizzle without `.prepare()`). */
+  unpreparedVsTxFloor: number
+  /** ÷ the floor outside a transaction, and ÷ ours outside transactional mode. */
+  firstVsFloor: number
+  firstVsOurs: number
+}
+
 export interface HttpRatios {
   firstVsPlain: number
   replayVsPlain: number
@@ -77,17 +97,6 @@ export interface HttpRatios {
   floorFirstVsPlain: number
 }
 
-interface OrderRow {
-  id: string
-  item: string
-  quantity: number
-}
-
-interface OrderInput {
-  item: string
-  quantity: number
-}
-
 const replayKeys = 50
 
 export async function benchHttp(
@@ -96,19 +105,13 @@ export async function benchHttp(
   budget: Budget,
 ): Promise<HttpResult> {
   const { schema, query } = database
-  await query(`create table "${schema}".orders (
-    id bigint generated always as identity primary key,
-    item text not null,
-    quantity int not null,
-    created_at timestamptz not null default now())`)
-  await query(`create table "${schema}".floor_keys (
-    key text primary key, status text not null, response text)`)
-  // The same floor on a table of the SPEC's record (the store's columns and indexes).
-  await query(`create table "${schema}".floor_records (
-    scope text not null, key text not null, fingerprint text not null, status text not null,
-    response text, lease_token text not null, locked_until timestamptz not null,
-    expires_at timestamptz not null, primary key (scope, key))`)
-  await query(`create index on "${schema}".floor_records (expires_at)`)
+  // Counts the statements this section sends itself; the store's are counted by drizzle.
+  let ownStatements = 0
+  const run: Query = async (text, params) => {
+    ownStatements++
+    return query(text, params)
+  }
+  await createFloorTables(query, schema)
   const table = lib.drizzle.defineIdempotencyTable('records_http', schema)
   const store = lib.drizzle.createDrizzleStore(database.db, { table })
   await store.ensureTable()
@@ -117,77 +120,43 @@ export async function benchHttp(
   const storeRead = lib.core.createIdempotency({ store, replayCache: false })
   // Transactional mode: the handler writes through the transaction its record commits in.
   const transactional = lib.core.createIdempotency({ store })
-
-  // Counts the statements this section sends itself; the store's are counted by drizzle.
-  let ownStatements = 0
-  const run = async <Row>(text: string, params: unknown[]) => {
-    ownStatements++
-    return query<Row>(text, params)
-  }
-
-  const insertOrder = async (input: OrderInput): Promise<OrderRow> => {
-    const [row] = await run<OrderRow>(
-      `insert into "${schema}".orders (item, quantity) values ($1, $2)
-       returning id::text as id, item, quantity`,
-      [input.item, input.quantity],
-    )
+  const orders = ordersTable(schema)
+  /**
+   * The handler's insert through drizzle, on the transaction: drizzle sends a query unprepared
+   * unless it is named with `.prepare(name)`, and postgres.js sends an unprepared query with
+   * parameters in two round trips (it asks the server for the parameters' types first).
+   */
+  const insertThroughDrizzle = async (
+    tx: Database['db'],
+    input: OrderInput,
+    { prepared = true } = {},
+  ): Promise<OrderRow> => {
+    const insert = tx
+      .insert(orders)
+      .values({ item: input.item, quantity: input.quantity })
+      .returning({
+        id: sql<string>`${orders.id}::text`,
+        item: orders.item,
+        quantity: orders.quantity,
+      })
+    const [row] = prepared ? await insert.prepare('bench_insert_order').execute() : await insert
     return row!
   }
 
-  const claimFloor = `with claimed as (
-      insert into "${schema}".floor_keys (key, status) values ($1, 'in_progress')
-      on conflict (key) do nothing
-      returning status, response)
-    select true as claimed, status, response from claimed
-    union all
-    select false, status, response from "${schema}".floor_keys
-    where key = $1 and not exists (select 1 from claimed)`
-  const completeFloor = `update "${schema}".floor_keys set status = 'completed', response = $2
-    where key = $1`
-  // The floor's statements on the SPEC's record: what the store's own statements must write and
-  // compare at least (scope, fingerprint, lease token, server-clock lease and expiry), and no
-  // more (no takeover, no expiry check, no reused-key answer).
-  const claimSpecFloor = `with claimed as (
-      insert into "${schema}".floor_records values ($1, $2, $3, 'in_progress', null, $4,
-        statement_timestamp() + $5::float8 * interval '1 millisecond',
-        statement_timestamp() + $6::float8 * interval '1 millisecond')
-      on conflict (scope, key) do nothing
-      returning status, response)
-    select true as claimed, status, response from claimed
-    union all
-    select false, status, response from "${schema}".floor_records
-    where scope = $1 and key = $2 and not exists (select 1 from claimed)`
-  const completeSpecFloor = `update "${schema}".floor_records set status = 'completed',
-      response = $4, expires_at = statement_timestamp() + $5::float8 * interval '1 millisecond'
-    where scope = $1 and key = $2 and status = 'in_progress' and lease_token = $3
-    returning key`
-  const specRecord = { fingerprint: 'a'.repeat(43), lockTimeoutMs: 60_000, ttlMs: 86_400_000 }
-  const floor = async (
-    key: string,
-    mutate: () => Promise<OrderRow>,
-    onSpecRecord = false,
-  ): Promise<OrderRow> => {
-    const token = `lease-${key}`
-    const [record] = await run<{ claimed: boolean; status: string; response: string | null }>(
-      onSpecRecord ? claimSpecFloor : claimFloor,
-      onSpecRecord
-        ? ['', key, specRecord.fingerprint, token, specRecord.lockTimeoutMs, specRecord.ttlMs]
-        : [key],
-    )
-    if (record?.claimed) {
-      const value = await mutate()
-      if (onSpecRecord) {
-        await run(completeSpecFloor, ['', key, token, JSON.stringify(value), specRecord.ttlMs])
-      } else {
-        await run(completeFloor, [key, JSON.stringify(value)])
+  const placeOrder = (input: OrderInput) => insertOrder(run, schema, input)
+  const floorCall = createFloor(schema)
+  const floor = (key: string, input: OrderInput, onSpecRecord = false) =>
+    floorCall(run, key, () => placeOrder(input), onSpecRecord)
+  // The transactional floor: BEGIN, the floor's claim, the insert, its completion, COMMIT, every
+  // statement prepared, on one connection.
+  const floorInTransaction = (key: string, input: OrderInput) =>
+    database.transaction((tx) => {
+      const counted: Query = (text, params) => {
+        ownStatements++
+        return tx(text, params)
       }
-      return value
-    }
-    if (record?.status === 'completed' && record.response !== null) {
-      return JSON.parse(record.response) as OrderRow
-    }
-    throw new Error('in progress')
-  }
+      return floorCall(counted, key, () => insertOrder(counted, schema, input))
+    })
 
   const servers = await Promise.all([startTrpc(), ...startYogas()])
   try {
@@ -229,6 +198,10 @@ export async function benchHttp(
         post(`${trpcUrl}/storeRead`, trpcBody, `t-replay-${i % replayKeys}`),
       'tRPC ours, transactional: first execution': (i) =>
         post(`${trpcUrl}/transactional`, trpcBody, `t-tx-first-${i}`),
+      'tRPC ours, transactional, unprepared insert: first execution': (i) =>
+        post(`${trpcUrl}/transactionalUnprepared`, trpcBody, `t-tx-unprepared-${i}`),
+      'tRPC floor, transactional: first execution': (i) =>
+        post(`${trpcUrl}/transactionalFloor`, trpcBody, `t-tx-floor-${i}`),
       'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
       // An A/A control: the floor again, under another name. Its quotient to the floor is what
       // the machine's noise alone makes of two equal variants in this run.
@@ -267,14 +240,20 @@ export async function benchHttp(
       }
     }
     const statementsPerRequest: Record<string, number> = {}
+    const roundTripsPerRequest: Record<string, number> = {}
     for (const [name, request] of Object.entries(requests)) {
-      const before = ownStatements + database.statements.count
-      const times = 10
-      for (let i = 0; i < times; i++) await request(1_000_000 + i)
-      statementsPerRequest[name] = round(
-        (ownStatements + database.statements.count - before) / times,
-        2,
-      )
+      // Twice: the first pass prepares each statement on the connections it lands on.
+      for (const pass of [0, 1]) {
+        const statements = ownStatements + database.statements.count
+        const roundTrips = database.roundTrips.count
+        const times = 10
+        for (let i = 0; i < times; i++) await request(1_000_000 + pass * times + i)
+        statementsPerRequest[name] = round(
+          (ownStatements + database.statements.count - statements) / times,
+          2,
+        )
+        roundTripsPerRequest[name] = round((database.roundTrips.count - roundTrips) / times, 2)
+      }
     }
 
     const variants = await compare(
@@ -307,7 +286,13 @@ export async function benchHttp(
       vsFloor: quotient(specFloor, byName(variants, 'tRPC floor: first execution')),
       oursVsIt: quotient(byName(variants, 'tRPC ours: first execution'), specFloor),
     })
+    const txFloor = byName(variants, 'tRPC floor, transactional: first execution')
     const txVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
+      firstVsTxFloor: quotient(tx, txFloor),
+      unpreparedVsTxFloor: quotient(
+        byName(variants, 'tRPC ours, transactional, unprepared insert: first execution'),
+        txFloor,
+      ),
       firstVsFloor: quotient(tx, byName(variants, 'tRPC floor: first execution')),
       firstVsOurs: quotient(tx, byName(variants, 'tRPC ours: first execution')),
     })
@@ -316,6 +301,7 @@ export async function benchHttp(
       settings: database.settings,
       variants,
       statementsPerRequest,
+      ...(database.backend === 'postgres' ? { roundTripsPerRequest } : {}),
       ratios: { tRPC: both('tRPC'), Yoga: both('Yoga') },
       transactional: { ...txVs((a, b) => pairedRatio(a, b)), ofMeans: txVs(ofMeans) },
       specRecordFloor: { ...specVs((a, b) => pairedRatio(a, b)), ofMeans: specVs(ofMeans) },
@@ -339,38 +325,43 @@ export async function benchHttp(
     const parse = (raw: unknown) => raw as OrderInput
     const middleware = lib.trpc.createIdempotencyMiddleware({ idempotency })
     const router = t.router({
-      plain: t.procedure.input(parse).mutation(({ input }) => insertOrder(input)),
+      plain: t.procedure.input(parse).mutation(({ input }) => placeOrder(input)),
       idempotent: t.procedure
         .use(middleware)
         .input(parse)
-        .mutation(({ input }) => insertOrder(input)),
+        .mutation(({ input }) => placeOrder(input)),
       storeRead: t.procedure
         .use(lib.trpc.createIdempotencyMiddleware({ idempotency: storeRead }))
         .input(parse)
-        .mutation(({ input }) => insertOrder(input)),
+        .mutation(({ input }) => placeOrder(input)),
       transactional: t.procedure
         .use(
           lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
         )
         .input(parse)
-        .mutation(async ({ input, ctx }) => {
-          const result = await (ctx.tx as Database['db']).execute(
-            sql`insert into ${sql.identifier(schema)}.orders (item, quantity)
-              values (${input.item}, ${input.quantity}) returning id::text as id, item, quantity`,
-          )
-          // postgres.js answers the rows, PGlite an object that holds them.
-          const rows = Array.isArray(result) ? result : (result as { rows: unknown[] }).rows
-          return rows[0] as OrderRow
-        }),
+        .mutation(({ input, ctx }) => insertThroughDrizzle(ctx.tx as Database['db'], input)),
+      transactionalUnprepared: t.procedure
+        .use(
+          lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
+        )
+        .input(parse)
+        .mutation(({ input, ctx }) =>
+          insertThroughDrizzle(ctx.tx as Database['db'], input, { prepared: false }),
+        ),
+      transactionalFloor: t.procedure.input(parse).mutation(({ input, ctx }) => {
+        const key = ctx.req.headers['idempotency-key']
+        if (typeof key !== 'string') throw new Error('the floor needs a key')
+        return floorInTransaction(key, input)
+      }),
       floor: t.procedure.input(parse).mutation(({ input, ctx }) => {
         const key = ctx.req.headers['idempotency-key']
         if (typeof key !== 'string') throw new Error('the floor needs a key')
-        return floor(key, () => insertOrder(input))
+        return floor(key, input)
       }),
       specFloor: t.procedure.input(parse).mutation(({ input, ctx }) => {
         const key = ctx.req.headers['idempotency-key']
         if (typeof key !== 'string') throw new Error('the floor needs a key')
-        return floor(key, () => insertOrder(input), true)
+        return floor(key, input, true)
       }),
     })
     const server = createHTTPServer({ router, createContext: ({ req, res }) => ({ req, res }) })
@@ -394,11 +385,11 @@ export async function benchHttp(
     `
     const resolvers = {
       Mutation: {
-        createOrder: (_: unknown, input: OrderInput) => insertOrder(input),
+        createOrder: (_: unknown, input: OrderInput) => placeOrder(input),
         createOrderFloor: (_: unknown, input: OrderInput, context: { request: Request }) => {
           const key = context.request.headers.get('idempotency-key')
           if (key === null) throw new Error('the floor needs a key')
-          return floor(key, () => insertOrder(input))
+          return floor(key, input)
         },
       },
     }
@@ -432,4 +423,13 @@ async function listen(server: Server, path = '') {
         server.close(() => resolve())
       }),
   }
+}
+
+/** The floors' business table, for drizzle's query builder. */
+function ordersTable(schema: string) {
+  return pgSchema(schema).table('orders', {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    item: text('item').notNull(),
+    quantity: integer('quantity').notNull(),
+  })
 }
