@@ -24,13 +24,15 @@ import { type Database, openDatabase } from './lib/database'
 import { type DialectName, dialectMissing, openDialect } from './lib/dialects'
 import { describeMachine } from './lib/machine'
 import { checkTargets, type Results, toMarkdown } from './lib/report'
+import { loadLines } from './lib/report-load'
 import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
 import { benchEngine } from './sections/engine'
 import { benchHttp } from './sections/http'
+import { benchLoad, loadClients } from './sections/load'
 import { benchRedis, type RedisBudgets } from './sections/redis'
 import { benchTelemetry } from './sections/telemetry'
 
-const sections = ['engine', 'telemetry', 'drizzle', 'redis', 'http'] as const
+const sections = ['engine', 'telemetry', 'drizzle', 'redis', 'http', 'load'] as const
 type Section = (typeof sections)[number]
 
 const args = process.argv.slice(2)
@@ -80,6 +82,7 @@ const budgets = quick
         stormWorkMs: 20,
       } satisfies RedisBudgets,
       http: { batch: 4, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
+      load: { batch: loadClients, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
     }
   : {
       engine: { batch: 4_000, rounds: 12, maxMs: 20_000, warmupRounds: 2 },
@@ -99,6 +102,7 @@ const budgets = quick
         stormWorkMs: 50,
       } satisfies RedisBudgets,
       http: { batch: 5, rounds: 300, maxMs: 75_000, warmupRounds: 4 },
+      load: { batch: 4 * loadClients, rounds: 40, maxMs: 35_000, warmupRounds: 1 },
     }
 
 const log = (line: string) => console.log(`[bench] ${line}`)
@@ -237,6 +241,17 @@ async function main(): Promise<void> {
         )
       } finally {
         await database.close()
+      }
+    }
+    if (wanted('load')) {
+      if (databaseUrl) {
+        log(
+          `under load: ${loadClients} clients, tRPC and Yoga in a server process, ours vs floor ...`,
+        )
+        results.load = await benchLoad(lib, databaseUrl, redisUrl, budgets.load)
+        for (const line of loadLines(results.load)) log(`  ${line}`)
+      } else {
+        log('under load: skipped (DATABASE_URL is not set)')
       }
     }
   } finally {

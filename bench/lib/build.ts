@@ -73,7 +73,7 @@ export async function buildRevision(revision: string): Promise<BuiltLibrary> {
   return loadBuild(directory)
 }
 
-async function loadBuild(directory: string): Promise<BuiltLibrary> {
+export async function loadBuild(directory: string): Promise<BuiltLibrary> {
   const load = (entry: string) => import(pathToFileURL(join(directory, `${entry}.js`)).href)
   return {
     directory,

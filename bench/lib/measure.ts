@@ -19,6 +19,11 @@ export interface Budget {
   concurrency?: number
   /** Time each operation separately (for p50/p99). Adds a `performance.now()` pair per op. */
   latencies?: boolean
+  /**
+   * The CPU time, in microseconds, another process has used so far (a server under test), read
+   * before and after each batch: its share per operation is reported beside this process's.
+   */
+  otherCpuUs?: () => Promise<number>
 }
 
 export interface Variant {
@@ -33,6 +38,8 @@ export interface VariantStats {
   wallMs: number
   /** User + system CPU time of the whole process per operation, in microseconds. */
   cpuUsPerOp: number
+  /** The same of the other process the budget names ({@link Budget.otherCpuUs}). */
+  otherCpuUsPerOp?: number
   opsPerSecond: number
   /** Wall time per operation (wall / ops, for one caller in flight), in microseconds. */
   wallUsPerOp: number
@@ -46,6 +53,7 @@ interface Accumulator {
   ops: number
   wallMs: number
   cpuUs: number
+  otherCpuUs: number
   latencies: number[]
   rounds: number[]
 }
@@ -108,6 +116,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
     ops: 0,
     wallMs: 0,
     cpuUs: 0,
+    otherCpuUs: 0,
     latencies: [],
     rounds: [],
   }))
@@ -125,6 +134,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
     for (const index of roundOrder(variants.length, round)) {
       const variant = variants[index]!
       const total = totals[index]!
+      const other0 = await budget.otherCpuUs?.()
       const cpu0 = process.cpuUsage()
       const t0 = performance.now()
       await runBatch(
@@ -136,6 +146,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
       )
       const wall = performance.now() - t0
       const cpu = process.cpuUsage(cpu0)
+      if (other0 !== undefined) total.otherCpuUs += (await budget.otherCpuUs!()) - other0
       counters[index]! += budget.batch
       total.ops += budget.batch
       total.wallMs += wall
@@ -157,6 +168,7 @@ function summarize(name: string, total: Accumulator): VariantStats {
     wallUsPerOp: round((total.wallMs * 1000) / total.ops, 2),
     roundWallUs: total.rounds.map((us) => round(us, 1)),
   }
+  if (total.otherCpuUs > 0) stats.otherCpuUsPerOp = round(total.otherCpuUs / total.ops, 2)
   if (total.latencies.length > 0) {
     stats.p50Ms = round(percentile(total.latencies, 0.5), 3)
     stats.p99Ms = round(percentile(total.latencies, 0.99), 3)

@@ -2,10 +2,12 @@
 import type { DrizzleResult } from '../sections/drizzle'
 import type { EngineResult } from '../sections/engine'
 import type { HttpRatios, HttpResult, TransactionalRatios } from '../sections/http'
+import type { LoadResult } from '../sections/load'
 import type { RedisResult } from '../sections/redis'
 import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
 import { byName, pairedRatio, type VariantStats } from './measure'
+import { loadMarkdown, loadTargets } from './report-load'
 
 export interface Results {
   machine: Machine
@@ -19,6 +21,7 @@ export interface Results {
   drizzle: DrizzleResult[]
   redis?: RedisResult
   http?: HttpResult
+  load?: LoadResult
   targets: Target[]
 }
 
@@ -152,13 +155,14 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
     measured: `${results.durationSeconds} s`,
     met: results.durationSeconds < 180,
   })
+  if (results.load) targets.push(...loadTargets(results.load))
   return targets
 }
 
 const cell = (value: number | string | undefined) =>
   value === undefined || (typeof value === 'number' && Number.isNaN(value)) ? '–' : String(value)
 
-function table(header: string[], rows: (number | string | undefined)[][]): string {
+export function table(header: string[], rows: (number | string | undefined)[][]): string {
   return [
     `| ${header.join(' | ')} |`,
     `|${header.map(() => '---').join('|')}|`,
@@ -370,6 +374,7 @@ export function toMarkdown(results: Results): string {
       `A/A control, the machine's noise in this run: the tRPC floor measured twice under two names, second ÷ first ${http.floorAgainVsFloor.medianOfRounds} (ratio of means ${http.floorAgainVsFloor.ofMeans}).`,
     )
   }
+  if (results.load) out.push(...loadMarkdown(results.load))
   return `${out.join('\n')}\n`
 }
 

@@ -1,0 +1,96 @@
+/** The load section's console lines, Markdown and targets (see ../sections/load.ts). */
+import type { LoadRatios, LoadResult } from '../sections/load'
+import type { Target } from './report'
+import { table } from './report'
+
+export function loadLines(load: LoadResult): string[] {
+  const { control } = load
+  return [
+    ...Object.entries(load.ratios).map(
+      ([server, r]) =>
+        `${server}: first execution throughput ÷ floor ${r.throughput} (median of rounds ${r.throughputMedianOfRounds}), p99 ÷ floor ${r.p99}; replays throughput ÷ floor's ${r.replayThroughput}, p99 ÷ ${r.replayP99}${r.storeReplayThroughput === undefined ? '' : `; cache off ${r.storeReplayThroughput}`}`,
+    ),
+    `A/A control, the tRPC floor twice: throughput ${control.throughput} (median of rounds ${control.throughputMedianOfRounds}), p99 ${control.p99}`,
+  ]
+}
+
+export function loadTargets(load: LoadResult): Target[] {
+  return Object.entries(load.ratios).flatMap(([server, r]: [string, LoadRatios]) => [
+    {
+      name: `${server} under load (${load.clients} clients): first execution throughput vs the floor`,
+      target: '≥ 0.90× the floor, p99 ≤ 1.2× the floor',
+      measured: `${r.throughput}× (median of rounds ${r.throughputMedianOfRounds}×), p99 ${r.p99}× (A/A ${load.control.throughput}×, p99 ${load.control.p99}×)`,
+      met: r.throughput >= 0.9 && r.p99 <= 1.2,
+    },
+    {
+      name: `${server} under load (${load.clients} clients): replays vs the floor's replays`,
+      target: "≥ 1.0× the floor's throughput",
+      measured: `${r.replayThroughput}× (p99 ${r.replayP99}×)`,
+      met: (r.replayThroughput ?? 0) >= 1,
+    },
+  ])
+}
+
+export function loadMarkdown(load: LoadResult): string[] {
+  return [
+    '',
+    `## Under load (${load.clients} clients at once, the servers in a process of their own, PostgreSQL pool of ${load.poolSize})`,
+    '',
+    table(
+      [
+        'request',
+        'req/s',
+        'p50 ms',
+        'p99 ms',
+        'server CPU µs/request',
+        'statements',
+        'round trips',
+        'Redis commands',
+      ],
+      load.variants.map((v) => {
+        const per = load.perRequest[v.name]
+        return [
+          v.name,
+          v.opsPerSecond,
+          v.p50Ms,
+          v.p99Ms,
+          v.otherCpuUsPerOp,
+          per?.statements,
+          per?.roundTrips,
+          per?.redisCommands,
+        ]
+      }),
+    ),
+    '',
+    "Ours ÷ the floor: throughput over the whole run (the median of the rounds' quotients in brackets), p99 latency.",
+    '',
+    table(
+      [
+        'server',
+        'first execution throughput',
+        'first execution p99',
+        'replay throughput',
+        'replay p99',
+        'replay (cache off) throughput',
+      ],
+      [
+        ...Object.entries(load.ratios).map(([server, r]) => [
+          server,
+          `${r.throughput} (${r.throughputMedianOfRounds})`,
+          r.p99,
+          r.replayThroughput,
+          r.replayP99,
+          r.storeReplayThroughput ?? '',
+        ]),
+        [
+          'A/A: the tRPC floor twice',
+          `${load.control.throughput} (${load.control.throughputMedianOfRounds})`,
+          load.control.p99,
+          '',
+          '',
+          '',
+        ],
+      ],
+    ),
+  ]
+}
