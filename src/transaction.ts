@@ -85,10 +85,14 @@ export async function holdTransaction<TTransaction>(
   let endedUndecided = false
   let endError: unknown
   let decided = false
+  let handedOver = false
   ended.then(
     () => {
       if (!decided) endedUndecided = true
-      failToStart(new Error('idempotent-mutations: the transaction ended before it started'))
+      // Built only when it is needed: an error's stack costs more than the rest of an ending.
+      if (!handedOver) {
+        failToStart(new Error('idempotent-mutations: the transaction ended before it started'))
+      }
     },
     (error: unknown) => {
       if (!decided) {
@@ -99,6 +103,7 @@ export async function holdTransaction<TTransaction>(
     },
   )
   const session = await started
+  handedOver = true
 
   const isEnded = (): boolean => endedUndecided || (parent?.ended() ?? false)
   let ending: Promise<void> | undefined

@@ -170,10 +170,7 @@ function endingWith<Q extends object>(query: Q, life: TransactionLife, failed: (
   const raced = () => {
     settled ??= life.ended
       ? Promise.reject(new TransactionClosedError())
-      : Promise.race([
-          query as unknown as PromiseLike<unknown>,
-          life.over.then(() => Promise.reject(new TransactionClosedError())),
-        ]).catch(async (error: unknown) => {
+      : untilEnded(query as unknown as PromiseLike<unknown>, life).catch(async (error: unknown) => {
           failed()
           await afterDueCallbacks()
           throw error
@@ -207,6 +204,29 @@ function endingWith<Q extends object>(query: Q, life: TransactionLife, failed: (
     },
   })
   return proxy
+}
+
+/**
+ * `query`'s outcome, or {@link TransactionClosedError} if `life` ends first. The error is built
+ * only then: every statement of every transaction would otherwise pay for a stack at its end.
+ */
+function untilEnded(query: PromiseLike<unknown>, life: TransactionLife): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let pending = true
+    query.then(
+      (value) => {
+        pending = false
+        resolve(value)
+      },
+      (error: unknown) => {
+        pending = false
+        reject(error)
+      },
+    )
+    void life.over.then(() => {
+      if (pending) reject(new TransactionClosedError())
+    })
+  })
 }
 
 /** What the guard uses of a postgres.js transaction's `sql`. */
@@ -311,10 +331,22 @@ function savepointWhileOpen(
         (error: unknown) => handBack({ ok: false, error }, true),
       )
     }
-    savepoint(...args.slice(0, -1), inScope).then(resolve, reject)
+    let pending = true
+    savepoint(...args.slice(0, -1), inScope).then(
+      (value) => {
+        pending = false
+        resolve(value)
+      },
+      (error: unknown) => {
+        pending = false
+        reject(error)
+      },
+    )
     // A `ROLLBACK TO` that postgres.js queued behind a statement still being described is never
     // settled if the connection closes: the savepoint ends with its transaction instead.
-    void life.over.then(() => reject(new TransactionClosedError()))
+    void life.over.then(() => {
+      if (pending) reject(new TransactionClosedError())
+    })
   })
 }
 
