@@ -133,7 +133,13 @@ export type ReleaseKeyResult =
  * unusable and the engine rolls it back.
  */
 export type TransactionClaimResult =
-  | ClaimResult
+  | (ClaimResult & {
+      /**
+       * True when the claim sent statements after its first one, and so after whatever
+       * `afterFirstStatement` sent (see {@link TransactionClaimOptions}).
+       */
+      laterStatements?: boolean
+    })
   | { claimed: false; interrupted: 'lock-wait' | 'serialization' }
 
 export interface TransactionClaimOptions {
@@ -142,6 +148,14 @@ export interface TransactionClaimOptions {
    * the same key (PostgreSQL: `lock_timeout` while the claim runs), in milliseconds, at least 1.
    */
   lockWaitMs: number
+  /**
+   * Called at most once, synchronously, right after the claim's first statement was handed to
+   * the connection, where the driver sends what follows on the same connection in the order it
+   * was handed over, without waiting for the answers (postgres.js pipelines). What the caller
+   * sends from it goes out behind that statement, in the same round trip: the engine opens the
+   * handler's savepoint there. A store that cannot promise that order never calls it.
+   */
+  afterFirstStatement?: () => void
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   claimAsDeadExecutor,
   deferred,
   insertOrder,
+  OutOfStock,
   untilServerTime,
   usePostgres,
   waitForLockWaiter,
@@ -79,6 +80,33 @@ describe.skipIf(!databaseUrl)(
         value: { takeover: true, item: 'drum', lockTimeout: outside?.lock_timeout },
       })
       expect(events.map((event) => event.type)).toEqual(['takeover', 'executed'])
+      const record = await pg.recordOf(operation, key)
+      expect(record).toMatchObject({ status: 'completed' })
+      expect(record?.leaseToken).not.toBe(dead.record.leaseToken)
+    })
+
+    it('a takeover whose handler throws a deterministic error: its writes are rolled back, the takeover stays and records the error', async () => {
+      // The takeover takes statements after the claim's first, which the savepoint sent behind
+      // that first statement (postgres.js) already holds: the handler's writes must go to a
+      // savepoint of their own, or dropping them would drop the takeover too.
+      const idempotency = pg.engine()
+      const key = pg.newKey('takeover-refused')
+      const payload = { item: 'lamp' }
+      const dead = await claimAsDeadExecutor(pg.store, operation, key, payload, 50)
+      await untilServerTime(pg.db, dead.record.lockedUntil)
+      const handler = vi.fn(async ({ tx }: { tx: unknown }) => {
+        await insertOrder(tx, pg.orders, key, 'lamp')
+        throw new OutOfStock('lamp is out of stock')
+      })
+      const request = { key, operation, payload, transactional: true } as const
+
+      await expect(idempotency.execute(request, handler)).rejects.toBeInstanceOf(OutOfStock)
+      await expect(idempotency.execute(request, handler)).rejects.toMatchObject({
+        name: 'OutOfStock',
+        status: 422,
+      })
+      expect(handler).toHaveBeenCalledTimes(1)
+      expect(await pg.orderCount(key)).toBe(0)
       const record = await pg.recordOf(operation, key)
       expect(record).toMatchObject({ status: 'completed' })
       expect(record?.leaseToken).not.toBe(dead.record.leaseToken)

@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { eq, sql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
@@ -205,13 +206,27 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
     expect(value).not.toBe('50ms')
   })
 
-  it('statements (postgres.js): a first execution sends BEGIN, the claim, SAVEPOINT, the handler, the completion, COMMIT; an uncached replay BEGIN, the claim, ROLLBACK', async () => {
+  it('statements (postgres.js): a first execution sends BEGIN, the claim with SAVEPOINT behind it in one round trip, the handler, the completion, COMMIT; an uncached replay BEGIN, the claim (and SAVEPOINT), ROLLBACK', async () => {
     // The claim sets the bound of its own wait and restores the caller's lock_timeout itself.
     const sent: string[] = []
+    // Every write to the server's socket: postgres.js writes what it sends in one tick at once,
+    // and waits for answers between writes unless statements are pipelined.
+    let writes = 0
+    const countingSocket = () => {
+      const { hostname, port } = new URL(databaseUrl!)
+      const socket = connect(Number(port || 5432), hostname)
+      const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
+      socket.write = ((...args: unknown[]) => {
+        writes++
+        return write(...args)
+      }) as typeof socket.write
+      return socket
+    }
     const client = postgres(databaseUrl!, {
       max: 1,
       onnotice: () => {},
       debug: (_connection, query) => sent.push(query.trim().split(/\s+/)[0]!.toLowerCase()),
+      ...({ socket: countingSocket } as object),
     })
     try {
       await client`select 1` // the connection's own setup statements
@@ -219,16 +234,28 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
       const idempotency = createIdempotency({ store, replayCache: false })
       const key = pg.newKey('round-trips')
       const request = { key, operation, payload: {}, transactional: true } as const
+      // The first use of a statement on a connection prepares it, a round trip of its own.
+      await idempotency.execute({ ...request, key: `${key}-warm-up` }, async ({ tx }) =>
+        insertOrder(tx, pg.orders, `${key}-warm-up`, 'drum'),
+      )
       sent.length = 0
+      writes = 0
       const first = await idempotency.execute(request, async ({ tx }) =>
         insertOrder(tx, pg.orders, key, 'harp'),
       )
       expect(sent.splice(0)).toEqual(['begin', 'with', 'savepoint', 'insert', 'update', 'commit'])
+      // BEGIN; the claim and SAVEPOINT; the insert (drizzle sends it unprepared, and postgres.js
+      // asks for the types of an unprepared statement's parameters first: two); the completion;
+      // COMMIT.
+      expect(writes).toBe(6)
+      writes = 0
       expect(await idempotency.execute(request, async () => 'must not run')).toEqual({
         value: first.value,
         replayed: true,
       })
-      expect(sent.splice(0)).toEqual(['begin', 'with', 'rollback'])
+      // The savepoint went out with the claim, before its answer: rolled back with the rest.
+      expect(sent.splice(0)).toEqual(['begin', 'with', 'savepoint', 'rollback'])
+      expect(writes).toBe(3)
 
       // A lapsed lease of a non-transactional executor: the claim reads it, takes it over under
       // the row lock (one statement more), and puts lock_timeout back (one more).
@@ -240,9 +267,12 @@ describe.skipIf(!databaseUrl)(`transactional engine on PostgreSQL [postgres]${sk
         async ({ takeover }) => takeover,
       )
       expect(takenOver).toEqual({ value: true, replayed: false })
+      // The handler's savepoint is nested in the one sent behind the first statement, so that
+      // a recorded error drops the handler's writes and keeps the takeover.
       expect(sent.splice(0)).toEqual([
         'begin',
         'with',
+        'savepoint',
         'with',
         'select',
         'savepoint',

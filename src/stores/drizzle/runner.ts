@@ -41,6 +41,12 @@ export interface StatementRunner {
    * the number of rows it matched.
    */
   run(statement: Statement, values: Values): PromiseLike<Row[]>
+  /**
+   * True when a statement is handed to the connection once its answer is asked for (`then`),
+   * and the connection sends statements in the order they were handed over, without waiting
+   * for the answers to those before (postgres.js).
+   */
+  readonly pipelines?: boolean
 }
 
 /** The parameters of `statement` taken from `values`, in placeholder order. */

@@ -50,6 +50,7 @@ export function directRunnerFor(
         // The query itself (a promise postgres.js runs when awaited), with no async wrapper.
         return client.unsafe(statement.text, params, { prepare: true }).values()
       },
+      pipelines: true,
     }
   }
   if (isNodePostgres(client)) {

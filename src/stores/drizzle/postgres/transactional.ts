@@ -32,7 +32,9 @@ import { boundedClaimRowOf, type PostgresStatements } from './sql'
  *                                                 bound that wait and, if it claimed, puts
  *                                                 the caller's back
  *   SAVEPOINT  → handler writes → RELEASE         (ROLLBACK TO on a recorded error; postgres.js
- *                                                 sends no RELEASE)
+ *                                                 sends no RELEASE, and gets the SAVEPOINT
+ *                                                 sent behind the claim's first statement,
+ *                                                 in the same round trip)
  *   UPDATE … completed                            the outcome
  *   COMMIT                                        record and business rows, together
  *
@@ -114,12 +116,22 @@ function createStoreTransaction<TTransaction>(
   const firstRow = async (statement: keyof PostgresStatements, values: object) =>
     (await runner.run(statements[statement], values))[0]
 
-  async function claim(input: ClaimInput, lockWait: string): Promise<TransactionClaimResult> {
+  async function claim(
+    input: ClaimInput,
+    lockWait: string,
+    afterFirstStatement: (() => void) | undefined,
+  ): Promise<TransactionClaimResult> {
     let previous: string | undefined
     const { result, attempt, underLock } = await claimInPhases(input, {
       async insertOrRead(attempt) {
         if (attempt > 1) return claimRowOf(await firstRow('insertOrRead', input))
-        const first = boundedClaimRowOf(await firstRow('boundedClaim', { ...input, lockWait }))
+        // Asked for at once (`then`, not `await`, which asks a microtask later), so that what
+        // the caller sends next goes out behind it.
+        const answer = runner
+          .run(statements.boundedClaim, { ...input, lockWait })
+          .then((rows) => rows[0])
+        if (runner.pipelines) afterFirstStatement?.()
+        const first = boundedClaimRowOf(await answer)
         previous = first.previous
         return first.found ? first.claim : undefined
       },
@@ -130,10 +142,11 @@ function createStoreTransaction<TTransaction>(
     // The handler's statements run under the caller's lock_timeout, not the claim's: the first
     // statement put it back if it claimed; any other claiming statement did not. A refused
     // claim's transaction is rolled back by the engine, lock_timeout with it.
-    if (result.claimed && (attempt > 1 || underLock)) {
+    const laterStatements = attempt > 1 || underLock
+    if (result.claimed && laterStatements) {
       await runner.run(statements.setLockTimeout, { lockWait: previous })
     }
-    return result
+    return laterStatements ? { ...result, laterStatements } : result
   }
 
   return {
@@ -143,7 +156,7 @@ function createStoreTransaction<TTransaction>(
       // 0 would mean "wait forever" to PostgreSQL; the wait is always bounded.
       const waitMs = Math.min(Math.max(1, Math.ceil(options.lockWaitMs)), 2_147_483_647)
       try {
-        return await claim(input, `${waitMs}ms`)
+        return await claim(input, `${waitMs}ms`, options.afterFirstStatement)
       } catch (error) {
         const code = postgresErrorCode(error)
         if (code === lockNotAvailable) return { claimed: false, interrupted: 'lock-wait' }
