@@ -13,13 +13,6 @@
  *
  * Every statement commits on its own with the server's normal (durable) commit.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { initTRPC } from '@trpc/server'
-import { createHTTPServer } from '@trpc/server/adapters/standalone'
-import { sql } from 'drizzle-orm'
-import { bigint, integer, pgSchema, text } from 'drizzle-orm/pg-core'
-import { createSchema, createYoga } from 'graphql-yoga'
 import type { Library } from '../lib/build'
 import type { PgDatabase as Database } from '../lib/database'
 import {
@@ -36,9 +29,9 @@ import {
   createFloorTables,
   insertOrder,
   type OrderInput,
-  type OrderRow,
   type Query,
 } from './floor'
+import { insertWithDrizzle, ordersTable, startHttpServers } from './http-servers'
 
 export interface HttpResult {
   backend: string
@@ -121,27 +114,11 @@ export async function benchHttp(
   // Transactional mode: the handler writes through the transaction its record commits in.
   const transactional = lib.core.createIdempotency({ store })
   const orders = ordersTable(schema)
-  /**
-   * The handler's insert through drizzle, on the transaction: drizzle sends a query unprepared
-   * unless it is named with `.prepare(name)`, and postgres.js sends an unprepared query with
-   * parameters in two round trips (it asks the server for the parameters' types first).
-   */
-  const insertThroughDrizzle = async (
+  const insertThroughDrizzle = (
     tx: Database['db'],
     input: OrderInput,
-    { prepared = true } = {},
-  ): Promise<OrderRow> => {
-    const insert = tx
-      .insert(orders)
-      .values({ item: input.item, quantity: input.quantity })
-      .returning({
-        id: sql<string>`${orders.id}::text`,
-        item: orders.item,
-        quantity: orders.quantity,
-      })
-    const [row] = prepared ? await insert.prepare('bench_insert_order').execute() : await insert
-    return row!
-  }
+    options?: { prepared?: boolean },
+  ) => insertWithDrizzle(orders, tx, input, options)
 
   const placeOrder = (input: OrderInput) => insertOrder(run, schema, input)
   const floorCall = createFloor(schema)
@@ -158,7 +135,13 @@ export async function benchHttp(
       return floorCall(counted, key, () => insertOrder(counted, schema, input))
     })
 
-  const servers = await Promise.all([startTrpc(), ...startYogas()])
+  const servers = await startHttpServers(lib, {
+    engines: { idempotency, storeRead, transactional },
+    placeOrder,
+    floor,
+    floorInTransaction,
+    insertThroughDrizzle,
+  })
   try {
     const [trpcUrl, yogaPlainUrl, yogaIdempotentUrl, yogaStoreReadUrl] = servers.map(
       (server) => server.url,
@@ -319,117 +302,4 @@ export async function benchHttp(
   } finally {
     await Promise.all(servers.map((server) => server.close()))
   }
-
-  async function startTrpc() {
-    const t = initTRPC.context<{ req: IncomingMessage; res: ServerResponse }>().create()
-    const parse = (raw: unknown) => raw as OrderInput
-    const middleware = lib.trpc.createIdempotencyMiddleware({ idempotency })
-    const router = t.router({
-      plain: t.procedure.input(parse).mutation(({ input }) => placeOrder(input)),
-      idempotent: t.procedure
-        .use(middleware)
-        .input(parse)
-        .mutation(({ input }) => placeOrder(input)),
-      storeRead: t.procedure
-        .use(lib.trpc.createIdempotencyMiddleware({ idempotency: storeRead }))
-        .input(parse)
-        .mutation(({ input }) => placeOrder(input)),
-      transactional: t.procedure
-        .use(
-          lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
-        )
-        .input(parse)
-        .mutation(({ input, ctx }) => insertThroughDrizzle(ctx.tx as Database['db'], input)),
-      transactionalUnprepared: t.procedure
-        .use(
-          lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
-        )
-        .input(parse)
-        .mutation(({ input, ctx }) =>
-          insertThroughDrizzle(ctx.tx as Database['db'], input, { prepared: false }),
-        ),
-      transactionalFloor: t.procedure.input(parse).mutation(({ input, ctx }) => {
-        const key = ctx.req.headers['idempotency-key']
-        if (typeof key !== 'string') throw new Error('the floor needs a key')
-        return floorInTransaction(key, input)
-      }),
-      floor: t.procedure.input(parse).mutation(({ input, ctx }) => {
-        const key = ctx.req.headers['idempotency-key']
-        if (typeof key !== 'string') throw new Error('the floor needs a key')
-        return floor(key, input)
-      }),
-      specFloor: t.procedure.input(parse).mutation(({ input, ctx }) => {
-        const key = ctx.req.headers['idempotency-key']
-        if (typeof key !== 'string') throw new Error('the floor needs a key')
-        return floor(key, input, true)
-      }),
-    })
-    const server = createHTTPServer({ router, createContext: ({ req, res }) => ({ req, res }) })
-    return listen(server)
-  }
-
-  function startYogas() {
-    const typeDefs = /* GraphQL */ `
-      type Order {
-        id: ID!
-        item: String!
-        quantity: Int!
-      }
-      type Query {
-        ok: Boolean
-      }
-      type Mutation {
-        createOrder(item: String!, quantity: Int!): Order!
-        createOrderFloor(item: String!, quantity: Int!): Order!
-      }
-    `
-    const resolvers = {
-      Mutation: {
-        createOrder: (_: unknown, input: OrderInput) => placeOrder(input),
-        createOrderFloor: (_: unknown, input: OrderInput, context: { request: Request }) => {
-          const key = context.request.headers.get('idempotency-key')
-          if (key === null) throw new Error('the floor needs a key')
-          return floor(key, input)
-        },
-      },
-    }
-    const plain = createYoga({ schema: createSchema({ typeDefs, resolvers }), logging: false })
-    const withPlugin = createYoga({
-      schema: createSchema({ typeDefs, resolvers }),
-      logging: false,
-      plugins: [lib.envelop.useIdempotency({ idempotency })],
-    })
-    const withStoreRead = createYoga({
-      schema: createSchema({ typeDefs, resolvers }),
-      logging: false,
-      plugins: [lib.envelop.useIdempotency({ idempotency: storeRead })],
-    })
-    return [
-      listen(createServer(plain), '/graphql'),
-      listen(createServer(withPlugin), '/graphql'),
-      listen(createServer(withStoreRead), '/graphql'),
-    ]
-  }
-}
-
-async function listen(server: Server, path = '') {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}${path}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
-
-/** The floors' business table, for drizzle's query builder. */
-function ordersTable(schema: string) {
-  return pgSchema(schema).table('orders', {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
-    item: text('item').notNull(),
-    quantity: integer('quantity').notNull(),
-  })
 }
