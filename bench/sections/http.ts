@@ -24,13 +24,7 @@ import {
   round,
   type VariantStats,
 } from '../lib/measure'
-import {
-  createFloor,
-  createFloorTables,
-  insertOrder,
-  type OrderInput,
-  type Query,
-} from './floor'
+import { createFloor, createFloorTables, insertOrder, type OrderInput, type Query } from './floor'
 import { insertWithDrizzle, ordersTable, startHttpServers } from './http-servers'
 
 export interface HttpResult {
