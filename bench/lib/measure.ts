@@ -183,6 +183,14 @@ export function ratio(a: number | undefined, b: number | undefined, digits = 2):
   return round(a / b, digits)
 }
 
+/** The median of `values` (NaN for none). */
+export function medianOf(values: number[]): number {
+  if (values.length === 0) return Number.NaN
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}
+
 /**
  * `a / b` measured round by round: the median, over the rounds of one {@link compare}, of a's
  * time per operation divided by b's in the same round. Both ran back to back in every round, so
@@ -193,11 +201,7 @@ export function pairedRatio(a: VariantStats, b: VariantStats, digits = 2): numbe
   const count = Math.min(a.roundWallUs.length, b.roundWallUs.length)
   if (count === 0) return Number.NaN
   const quotients = Array.from({ length: count }, (_, i) => a.roundWallUs[i]! / b.roundWallUs[i]!)
-  quotients.sort((x, y) => x - y)
-  const middle = Math.floor(count / 2)
-  const median =
-    count % 2 === 1 ? quotients[middle]! : (quotients[middle - 1]! + quotients[middle]!) / 2
-  return round(median, digits)
+  return round(medianOf(quotients), digits)
 }
 
 export function byName(stats: VariantStats[], name: string): VariantStats {

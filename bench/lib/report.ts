@@ -5,7 +5,8 @@ import type { HttpRatios, HttpResult } from '../sections/http'
 import type { RedisResult } from '../sections/redis'
 import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
-import { byName, pairedRatio, type VariantStats } from './measure'
+import { answers, latencyRows, table } from './markdown'
+import { byName, pairedRatio } from './measure'
 
 export interface Results {
   machine: Machine
@@ -155,21 +156,6 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
   return targets
 }
 
-const cell = (value: number | string | undefined) =>
-  value === undefined || (typeof value === 'number' && Number.isNaN(value)) ? '–' : String(value)
-
-function table(header: string[], rows: (number | string | undefined)[][]): string {
-  return [
-    `| ${header.join(' | ')} |`,
-    `|${header.map(() => '---').join('|')}|`,
-    ...rows.map((row) => `| ${row.map(cell).join(' | ')} |`),
-  ].join('\n')
-}
-
-function latencyRows(variants: VariantStats[]) {
-  return variants.map((v) => [v.name, v.p50Ms, v.p99Ms, v.opsPerSecond, v.cpuUsPerOp])
-}
-
 export function toMarkdown(results: Results): string {
   const { machine } = results
   const ran = Object.entries(results.backends)
@@ -269,9 +255,7 @@ export function toMarkdown(results: Results): string {
           result.callers,
           result.executions,
           result.allAnsweredMs,
-          Object.entries(result.answers)
-            .map(([kind, count]) => `${count} × ${kind}`)
-            .join(', '),
+          answers(result),
         ]),
       ),
     )
@@ -297,9 +281,7 @@ export function toMarkdown(results: Results): string {
           l.roundTrips.replay,
           l.storm.callers,
           l.storm.executions,
-          Object.entries(l.storm.answers)
-            .map(([kind, count]) => `${count} × ${kind}`)
-            .join(', '),
+          answers(l.storm),
         ]),
       ),
       '',
