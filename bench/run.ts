@@ -10,8 +10,8 @@
  *                                        better-sqlite3 runs always, on a file of its own)
  *   npm run bench -- --quick           a few operations of each, to check the script runs
  *                                      (prints, writes no results)
- *   npm run bench -- --only=engine,http   some sections only (engine, telemetry, drizzle, redis,
- *                                      http)
+ *   npm run bench -- --only=engine,http   some sections only (engine, growth, telemetry, drizzle,
+ *                                      redis, http)
  *   npm run bench -- --source          measure the TypeScript sources through tsx instead of
  *                                      the tsup build
  *
@@ -26,11 +26,12 @@ import { describeMachine } from './lib/machine'
 import { checkTargets, type Results, toMarkdown } from './lib/report'
 import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
 import { benchEngine } from './sections/engine'
+import { benchGrowth, type GrowthBudgets } from './sections/growth'
 import { benchHttp } from './sections/http'
 import { benchRedis, type RedisBudgets } from './sections/redis'
 import { benchTelemetry } from './sections/telemetry'
 
-const sections = ['engine', 'telemetry', 'drizzle', 'redis', 'http'] as const
+const sections = ['engine', 'growth', 'telemetry', 'drizzle', 'redis', 'http'] as const
 type Section = (typeof sections)[number]
 
 const args = process.argv.slice(2)
@@ -65,6 +66,14 @@ for (const [name, url] of [
 const budgets = quick
   ? {
       engine: { batch: 200, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
+      growth: {
+        sizesKiB: [1, 16, 256, 1024],
+        bytesPerRound: 1024 * 1024,
+        rounds: 2,
+        maxMs: 500,
+        warmupRounds: 0,
+        inFlight: [{ operations: 1_000, repeats: 1 }],
+      } satisfies GrowthBudgets,
       telemetry: { batch: 200, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
       drizzle: {
         latency: { batch: 10, rounds: 2, maxMs: 2_000 },
@@ -83,6 +92,17 @@ const budgets = quick
     }
   : {
       engine: { batch: 4_000, rounds: 12, maxMs: 20_000, warmupRounds: 2 },
+      growth: {
+        sizesKiB: [1, 16, 256, 1024],
+        bytesPerRound: 2 * 1024 * 1024,
+        rounds: 9,
+        maxMs: 2_500,
+        warmupRounds: 1,
+        inFlight: [
+          { operations: 1_000, repeats: 11 },
+          { operations: 10_000, repeats: 3 },
+        ],
+      } satisfies GrowthBudgets,
       telemetry: { batch: 1_000, rounds: 40, maxMs: 15_000, warmupRounds: 2 },
       drizzle: {
         latency: { batch: 100, rounds: 10, maxMs: 8_000 },
@@ -135,6 +155,19 @@ async function main(): Promise<void> {
       log(
         `  CPU µs over a direct call, first execution / replay: ours ${ours!.first} / ${ours!.replay}, Powertools ${powertools!.first} / ${powertools!.replay}, node-idempotency ${peer!.first} / ${peer!.replay}`,
       )
+    }
+    if (wanted('growth')) {
+      log('growth with the work: fingerprint and codec per KiB, memory per 1,000 in flight ...')
+      results.growth = await benchGrowth(lib, budgets.growth)
+      for (const curve of results.growth.curves) {
+        const perKiB = curve.sizes.map((s) => `${s.kib} KiB ${s.usPerKiB}`).join(', ')
+        log(`  ${curve.name}: µs per KiB ${perKiB}; linearity ${curve.linearity}`)
+      }
+      for (const m of results.growth.inFlight) {
+        log(
+          `  ${m.operations} in flight: ${m.oursPer1000} bytes per 1,000 (baseline ${m.baselinePer1000}, engine's share ${m.enginePer1000})`,
+        )
+      }
     }
     if (wanted('telemetry')) {
       log('OpenTelemetry on the engine: off vs no SDK vs an SDK recording ...')

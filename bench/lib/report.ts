@@ -1,12 +1,14 @@
 /** Turns a run's results into the checked targets, the Markdown summary and the console lines. */
 import type { DrizzleResult } from '../sections/drizzle'
 import type { EngineResult } from '../sections/engine'
+import type { GrowthResult } from '../sections/growth'
 import type { HttpRatios, HttpResult } from '../sections/http'
 import type { RedisResult } from '../sections/redis'
 import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
 import { answers, latencyRows, table } from './markdown'
 import { byName, pairedRatio } from './measure'
+import { growthMarkdown } from './report-growth'
 
 export interface Results {
   machine: Machine
@@ -16,6 +18,7 @@ export interface Results {
   backends: { pglite: boolean; postgres: boolean; redis: boolean; mariadb: boolean }
   durationSeconds: number
   engine?: EngineResult
+  growth?: GrowthResult
   telemetry?: TelemetryResult
   drizzle: DrizzleResult[]
   redis?: RedisResult
@@ -197,6 +200,7 @@ export function toMarkdown(results: Results): string {
       ),
     )
   }
+  if (results.growth) out.push(...growthMarkdown(results.growth))
   if (results.telemetry) {
     const { telemetry } = results
     const direct = byName(telemetry.variants, 'direct call').cpuUsPerOp
