@@ -29,6 +29,7 @@ import { benchEngine } from './sections/engine'
 import { benchGrowth, type GrowthBudgets } from './sections/growth'
 import { benchHttp } from './sections/http'
 import { benchRedis, type RedisBudgets } from './sections/redis'
+import type { Quotient } from './sections/redis-floor'
 import { benchTelemetry } from './sections/telemetry'
 
 const sections = ['engine', 'growth', 'telemetry', 'drizzle', 'redis', 'http'] as const
@@ -87,6 +88,7 @@ const budgets = quick
         latency: { batch: 10, rounds: 2, maxMs: 2_000 },
         stormCallers: 20,
         stormWorkMs: 20,
+        serverTimeCalls: 20,
       } satisfies RedisBudgets,
       http: { batch: 4, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
     }
@@ -117,6 +119,7 @@ const budgets = quick
         latency: { batch: 100, rounds: 20, maxMs: 15_000 },
         stormCallers: 200,
         stormWorkMs: 50,
+        serverTimeCalls: 500,
       } satisfies RedisBudgets,
       http: { batch: 5, rounds: 300, maxMs: 75_000, warmupRounds: 4 },
     }
@@ -229,6 +232,19 @@ async function main(): Promise<void> {
             `  ${l.library} (${l.client}): round trips ${l.roundTrips.firstExecution} first / ${l.roundTrips.replay} replay; storm of ${l.storm.callers}: handler ran ${l.storm.executions}×`,
           )
         }
+        const { floor } = results.redis
+        const q = ({ medianOfRounds, ofMeans }: Quotient) => `${medianOfRounds} (${ofMeans})`
+        log(
+          `  first execution ÷ raw floor (SET NX PX, SET), medians of rounds (ratios of means): ${q(floor.firstVsFloor)}, replay cache off ${q(floor.firstCacheOffVsFloor)}; A/A control ${q(floor.control)}; our store alone ÷ floor ${q(floor.storeVsFloor)}, ours ÷ our store alone ${q(floor.oursVsStore)}`,
+        )
+        for (const [peer, r] of Object.entries(floor.replays)) {
+          log(
+            `  replay ÷ ${peer}: from the replay cache ${q(r.cacheOn)}, cache off ${q(r.cacheOff)}`,
+          )
+        }
+        log(
+          `  server µs per call: ${floor.serverTimes.map((t) => `${t.call} ${t.usecPerCall}`).join(', ')}`,
+        )
       } else {
         log('Redis: skipped (REDIS_URL is not set)')
       }
