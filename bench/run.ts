@@ -98,10 +98,10 @@ const budgets = quick
         sizesKiB: [1, 16, 256, 1024],
         bytesPerRound: 2 * 1024 * 1024,
         rounds: 9,
-        maxMs: 2_500,
+        maxMs: 2_000,
         warmupRounds: 1,
         inFlight: [
-          { operations: 1_000, repeats: 11 },
+          { operations: 1_000, repeats: 7 },
           { operations: 10_000, repeats: 3 },
         ],
       } satisfies GrowthBudgets,

@@ -40,6 +40,8 @@ export interface VariantStats {
   p99Ms?: number
   /** Wall time per operation in each timed round, in microseconds (for {@link pairedRatio}). */
   roundWallUs: number[]
+  /** CPU time of the process per operation in each timed round, in microseconds. */
+  roundCpuUs: number[]
 }
 
 interface Accumulator {
@@ -48,6 +50,7 @@ interface Accumulator {
   cpuUs: number
   latencies: number[]
   rounds: number[]
+  cpuRounds: number[]
 }
 
 async function runBatch(
@@ -110,6 +113,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
     cpuUs: 0,
     latencies: [],
     rounds: [],
+    cpuRounds: [],
   }))
 
   for (let round = 0; round < (budget.warmupRounds ?? 1); round++) {
@@ -141,6 +145,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
       total.wallMs += wall
       total.cpuUs += cpu.user + cpu.system
       total.rounds.push((wall * 1000) / budget.batch)
+      total.cpuRounds.push((cpu.user + cpu.system) / budget.batch)
     }
   }
 
@@ -156,6 +161,7 @@ function summarize(name: string, total: Accumulator): VariantStats {
     opsPerSecond: Math.round((total.ops / total.wallMs) * 1000),
     wallUsPerOp: round((total.wallMs * 1000) / total.ops, 2),
     roundWallUs: total.rounds.map((us) => round(us, 1)),
+    roundCpuUs: total.cpuRounds.map((us) => round(us, 1)),
   }
   if (total.latencies.length > 0) {
     stats.p50Ms = round(percentile(total.latencies, 0.5), 3)

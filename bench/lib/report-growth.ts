@@ -12,7 +12,7 @@ export function growthMarkdown(growth: GrowthResult): string[] {
     '',
     '## Growth with the work (memory store)',
     '',
-    `Wall µs per operation (median of rounds) and, in brackets, per KiB of JSON. Through the engine: a first execution or a replay with a payload or response of the size, minus the same with the small fixture, in the same rounds (\`maxResponseBytes\` ${growth.maxResponseBytes / 1024 / 1024} MiB; the replay with the replay cache off). The last column is the cost per KiB at ${sizeName(largest)} ÷ at 16 KiB: 1.00 is linear.`,
+    `CPU µs per operation (the process's, median of rounds) and, in brackets, per KiB of JSON. Through the engine: a first execution or a replay with a payload or response of the size, minus the same with the small fixture, in the same rounds (\`maxResponseBytes\` ${growth.maxResponseBytes / 1024 / 1024} MiB; the replay with the replay cache off). The last column is the cost per KiB at ${sizeName(largest)} ÷ at 16 KiB: 1.00 is linear.`,
     '',
     table(
       ['', ...sizes.map(sizeName), `per KiB, ${sizeName(largest)} ÷ 16 KiB`],

@@ -32,8 +32,8 @@ export interface GrowthBudgets {
 export interface SizeCost {
   kib: number
   /**
-   * Wall µs per operation: the median over the rounds (through the engine: of the difference
-   * within each round).
+   * CPU µs per operation (the process's, garbage collection included): the median over the
+   * rounds (through the engine: of the difference within each round).
    */
   usPerOp: number
   usPerKiB: number
@@ -72,10 +72,12 @@ export async function benchGrowth(lib: Library, budgets: GrowthBudgets): Promise
   for (const kib of budgets.sizesKiB) {
     perSize.push({ kib, stats: await measureSize(lib, kib, budgets) })
   }
-  // A difference is taken round by round (both ran in the same round), then its median.
+  // CPU time, not wall: on a machine shared with other work, wall time also counts the time this
+  // process waited for a core. A difference is taken round by round (both ran in the same
+  // round), then its median.
   const usPerOp = (stats: VariantStats[], name: string, base: string | undefined) => {
-    const rounds = byName(stats, name).roundWallUs
-    const bases = base ? byName(stats, base).roundWallUs : undefined
+    const rounds = byName(stats, name).roundCpuUs
+    const bases = base ? byName(stats, base).roundCpuUs : undefined
     return medianOf(bases ? rounds.map((us, i) => us - bases[i]!) : rounds)
   }
   return {

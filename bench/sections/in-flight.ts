@@ -144,16 +144,7 @@ async function heldPer1000(count: number, start: Start, collect: () => void): Pr
 /** The V8 collector: `gc()` if the process has it, else exposed now (a full collection per call). */
 function garbageCollector(): () => void {
   const exposed = (globalThis as { gc?: () => void }).gc
-  if (exposed) {
-    return () => {
-      exposed()
-      exposed()
-    }
-  }
+  if (exposed) return () => exposed()
   setFlagsFromString('--expose-gc')
-  const gc = runInNewContext('gc') as () => void
-  return () => {
-    gc()
-    gc()
-  }
+  return runInNewContext('gc') as () => void
 }
