@@ -91,9 +91,8 @@ export async function inFlightMemory(
   await heldPer1000(1000, ours(), collect)
   const results: InFlightMemory[] = []
   for (const { operations, repeats } of budgets) {
-    // The heap is counted in pages (256 KiB): a reading moves by a page or more now and then,
-    // which is ±256 bytes per call at 1,000 calls, ±26 at 10,000. Each figure is the median of
-    // a few readings, the two kinds taken in turn.
+    // Single readings move by a few hundred KB now and then (hundreds of bytes per call at
+    // 1,000 calls, tens at 10,000): each figure is the median of a few, the two kinds in turn.
     const baselines: number[] = []
     const oursAll: number[] = []
     for (let i = 0; i < repeats; i++) {
