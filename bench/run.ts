@@ -24,12 +24,13 @@ import { type Database, openDatabase } from './lib/database'
 import { type DialectName, dialectMissing, openDialect } from './lib/dialects'
 import { describeMachine } from './lib/machine'
 import { checkTargets, type Results, toMarkdown } from './lib/report'
+import { growthLines } from './lib/report-growth'
+import { redisFloorLines } from './lib/report-redis'
 import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
 import { benchEngine } from './sections/engine'
 import { benchGrowth, type GrowthBudgets } from './sections/growth'
 import { benchHttp } from './sections/http'
 import { benchRedis, type RedisBudgets } from './sections/redis'
-import type { Quotient } from './sections/redis-floor'
 import { benchTelemetry } from './sections/telemetry'
 
 const sections = ['engine', 'growth', 'telemetry', 'drizzle', 'redis', 'http'] as const
@@ -162,15 +163,7 @@ async function main(): Promise<void> {
     if (wanted('growth')) {
       log('growth with the work: fingerprint and codec per KiB, memory per 1,000 in flight ...')
       results.growth = await benchGrowth(lib, budgets.growth)
-      for (const curve of results.growth.curves) {
-        const perKiB = curve.sizes.map((s) => `${s.kib} KiB ${s.usPerKiB}`).join(', ')
-        log(`  ${curve.name}: µs per KiB ${perKiB}; linearity ${curve.linearity}`)
-      }
-      for (const m of results.growth.inFlight) {
-        log(
-          `  ${m.operations} in flight: ${m.oursPer1000} bytes per 1,000 (baseline ${m.baselinePer1000}, engine's share ${m.enginePer1000})`,
-        )
-      }
+      for (const line of growthLines(results.growth)) log(`  ${line}`)
     }
     if (wanted('telemetry')) {
       log('OpenTelemetry on the engine: off vs no SDK vs an SDK recording ...')
@@ -232,19 +225,7 @@ async function main(): Promise<void> {
             `  ${l.library} (${l.client}): round trips ${l.roundTrips.firstExecution} first / ${l.roundTrips.replay} replay; storm of ${l.storm.callers}: handler ran ${l.storm.executions}×`,
           )
         }
-        const { floor } = results.redis
-        const q = ({ medianOfRounds, ofMeans }: Quotient) => `${medianOfRounds} (${ofMeans})`
-        log(
-          `  first execution ÷ raw floor (SET NX PX, SET), medians of rounds (ratios of means): ${q(floor.firstVsFloor)}, replay cache off ${q(floor.firstCacheOffVsFloor)}; A/A control ${q(floor.control)}; our store alone ÷ floor ${q(floor.storeVsFloor)}, ours ÷ our store alone ${q(floor.oursVsStore)}`,
-        )
-        for (const [peer, r] of Object.entries(floor.replays)) {
-          log(
-            `  replay ÷ ${peer}: from the replay cache ${q(r.cacheOn)}, cache off ${q(r.cacheOff)}`,
-          )
-        }
-        log(
-          `  server µs per call: ${floor.serverTimes.map((t) => `${t.call} ${t.usecPerCall}`).join(', ')}`,
-        )
+        for (const line of redisFloorLines(results.redis.floor)) log(`  ${line}`)
       } else {
         log('Redis: skipped (REDIS_URL is not set)')
       }

@@ -36,3 +36,17 @@ export function growthMarkdown(growth: GrowthResult): string[] {
     ),
   ]
 }
+
+/** The section's console lines. */
+export function growthLines(growth: GrowthResult): string[] {
+  return [
+    ...growth.curves.map((curve) => {
+      const perKiB = curve.sizes.map((s) => `${s.kib} KiB ${s.usPerKiB}`).join(', ')
+      return `${curve.name}: CPU µs per KiB ${perKiB}; linearity ${curve.linearity}`
+    }),
+    ...growth.inFlight.map(
+      (m) =>
+        `${m.operations} in flight: ${m.oursPer1000} bytes per 1,000 (baseline ${m.baselinePer1000}, engine's share ${m.enginePer1000})`,
+    ),
+  ]
+}

@@ -1,6 +1,6 @@
 /** The Redis section's targets and Markdown (see bench/sections/redis.ts and redis-floor.ts). */
 import type { RedisResult } from '../sections/redis'
-import type { Quotient } from '../sections/redis-floor'
+import type { Quotient, RedisFloorResult } from '../sections/redis-floor'
 import { answers, latencyRows, table } from './markdown'
 import type { Target } from './report'
 
@@ -102,5 +102,18 @@ export function redisMarkdown(redis: RedisResult): string[] {
           .join(', '),
       ]),
     ),
+  ]
+}
+
+/** The console lines of the comparison with the raw floor. */
+export function redisFloorLines(floor: RedisFloorResult): string[] {
+  const q = ({ medianOfRounds, ofMeans }: Quotient) => `${medianOfRounds} (${ofMeans})`
+  return [
+    `first execution ÷ raw floor (SET NX PX, SET), medians of rounds (ratios of means): ${q(floor.firstVsFloor)}, replay cache off ${q(floor.firstCacheOffVsFloor)}; A/A control ${q(floor.control)}; our store alone ÷ floor ${q(floor.storeVsFloor)}, ours ÷ our store alone ${q(floor.oursVsStore)}`,
+    ...Object.entries(floor.replays).map(
+      ([peer, r]) =>
+        `replay ÷ ${peer}: from the replay cache ${q(r.cacheOn)}, cache off ${q(r.cacheOff)}`,
+    ),
+    `server µs per call: ${floor.serverTimes.map((t) => `${t.call} ${t.usecPerCall}`).join(', ')}`,
   ]
 }
