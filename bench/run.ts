@@ -10,8 +10,8 @@
  *                                        better-sqlite3 runs always, on a file of its own)
  *   npm run bench -- --quick           a few operations of each, to check the script runs
  *                                      (prints, writes no results)
- *   npm run bench -- --only=engine,http   some sections only (engine, telemetry, drizzle, redis,
- *                                      http)
+ *   npm run bench -- --only=engine,http   some sections only (engine, growth, telemetry, drizzle,
+ *                                      redis, http)
  *   npm run bench -- --source          measure the TypeScript sources through tsx instead of
  *                                      the tsup build
  *
@@ -24,15 +24,18 @@ import { type Database, openDatabase } from './lib/database'
 import { type DialectName, dialectMissing, openDialect } from './lib/dialects'
 import { describeMachine } from './lib/machine'
 import { checkTargets, type Results, toMarkdown } from './lib/report'
+import { growthLines } from './lib/report-growth'
 import { loadLines } from './lib/report-load'
+import { redisFloorLines } from './lib/report-redis'
 import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
 import { benchEngine } from './sections/engine'
+import { benchGrowth, type GrowthBudgets } from './sections/growth'
 import { benchHttp } from './sections/http'
 import { benchLoad, loadClients } from './sections/load'
 import { benchRedis, type RedisBudgets } from './sections/redis'
 import { benchTelemetry } from './sections/telemetry'
 
-const sections = ['engine', 'telemetry', 'drizzle', 'redis', 'http', 'load'] as const
+const sections = ['engine', 'growth', 'telemetry', 'drizzle', 'redis', 'http', 'load'] as const
 type Section = (typeof sections)[number]
 
 const args = process.argv.slice(2)
@@ -67,6 +70,14 @@ for (const [name, url] of [
 const budgets = quick
   ? {
       engine: { batch: 200, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
+      growth: {
+        sizesKiB: [1, 16, 256, 1024],
+        bytesPerRound: 1024 * 1024,
+        rounds: 2,
+        maxMs: 500,
+        warmupRounds: 0,
+        inFlight: [{ operations: 1_000, repeats: 1 }],
+      } satisfies GrowthBudgets,
       telemetry: { batch: 200, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
       drizzle: {
         latency: { batch: 10, rounds: 2, maxMs: 2_000 },
@@ -80,12 +91,24 @@ const budgets = quick
         latency: { batch: 10, rounds: 2, maxMs: 2_000 },
         stormCallers: 20,
         stormWorkMs: 20,
+        serverTimeCalls: 20,
       } satisfies RedisBudgets,
       http: { batch: 4, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
       load: { batch: loadClients, rounds: 2, maxMs: 2_000, warmupRounds: 1 },
     }
   : {
       engine: { batch: 4_000, rounds: 12, maxMs: 20_000, warmupRounds: 2 },
+      growth: {
+        sizesKiB: [1, 16, 256, 1024],
+        bytesPerRound: 2 * 1024 * 1024,
+        rounds: 9,
+        maxMs: 2_000,
+        warmupRounds: 1,
+        inFlight: [
+          { operations: 1_000, repeats: 7 },
+          { operations: 10_000, repeats: 3 },
+        ],
+      } satisfies GrowthBudgets,
       telemetry: { batch: 1_000, rounds: 40, maxMs: 15_000, warmupRounds: 2 },
       drizzle: {
         latency: { batch: 100, rounds: 10, maxMs: 8_000 },
@@ -100,6 +123,7 @@ const budgets = quick
         latency: { batch: 100, rounds: 20, maxMs: 15_000 },
         stormCallers: 200,
         stormWorkMs: 50,
+        serverTimeCalls: 500,
       } satisfies RedisBudgets,
       http: { batch: 5, rounds: 300, maxMs: 75_000, warmupRounds: 4 },
       load: { batch: 4 * loadClients, rounds: 40, maxMs: 35_000, warmupRounds: 1 },
@@ -139,6 +163,11 @@ async function main(): Promise<void> {
       log(
         `  CPU µs over a direct call, first execution / replay: ours ${ours!.first} / ${ours!.replay}, Powertools ${powertools!.first} / ${powertools!.replay}, node-idempotency ${peer!.first} / ${peer!.replay}`,
       )
+    }
+    if (wanted('growth')) {
+      log('growth with the work: fingerprint and codec per KiB, memory per 1,000 in flight ...')
+      results.growth = await benchGrowth(lib, budgets.growth)
+      for (const line of growthLines(results.growth)) log(`  ${line}`)
     }
     if (wanted('telemetry')) {
       log('OpenTelemetry on the engine: off vs no SDK vs an SDK recording ...')
@@ -200,6 +229,7 @@ async function main(): Promise<void> {
             `  ${l.library} (${l.client}): round trips ${l.roundTrips.firstExecution} first / ${l.roundTrips.replay} replay; storm of ${l.storm.callers}: handler ran ${l.storm.executions}×`,
           )
         }
+        for (const line of redisFloorLines(results.redis.floor)) log(`  ${line}`)
       } else {
         log('Redis: skipped (REDIS_URL is not set)')
       }

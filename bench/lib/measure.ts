@@ -47,6 +47,8 @@ export interface VariantStats {
   p99Ms?: number
   /** Wall time per operation in each timed round, in microseconds (for {@link pairedRatio}). */
   roundWallUs: number[]
+  /** CPU time of the process per operation in each timed round, in microseconds. */
+  roundCpuUs: number[]
 }
 
 interface Accumulator {
@@ -56,6 +58,7 @@ interface Accumulator {
   otherCpuUs: number
   latencies: number[]
   rounds: number[]
+  cpuRounds: number[]
 }
 
 async function runBatch(
@@ -119,6 +122,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
     otherCpuUs: 0,
     latencies: [],
     rounds: [],
+    cpuRounds: [],
   }))
 
   for (let round = 0; round < (budget.warmupRounds ?? 1); round++) {
@@ -152,6 +156,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
       total.wallMs += wall
       total.cpuUs += cpu.user + cpu.system
       total.rounds.push((wall * 1000) / budget.batch)
+      total.cpuRounds.push((cpu.user + cpu.system) / budget.batch)
     }
   }
 
@@ -167,6 +172,7 @@ function summarize(name: string, total: Accumulator): VariantStats {
     opsPerSecond: Math.round((total.ops / total.wallMs) * 1000),
     wallUsPerOp: round((total.wallMs * 1000) / total.ops, 2),
     roundWallUs: total.rounds.map((us) => round(us, 1)),
+    roundCpuUs: total.cpuRounds.map((us) => round(us, 1)),
   }
   if (total.otherCpuUs > 0) stats.otherCpuUsPerOp = round(total.otherCpuUs / total.ops, 2)
   if (total.latencies.length > 0) {
@@ -195,6 +201,14 @@ export function ratio(a: number | undefined, b: number | undefined, digits = 2):
   return round(a / b, digits)
 }
 
+/** The median of `values` (NaN for none). */
+export function medianOf(values: number[]): number {
+  if (values.length === 0) return Number.NaN
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}
+
 /**
  * `a / b` measured round by round: the median, over the rounds of one {@link compare}, of a's
  * time per operation divided by b's in the same round. Both ran back to back in every round, so
@@ -205,11 +219,7 @@ export function pairedRatio(a: VariantStats, b: VariantStats, digits = 2): numbe
   const count = Math.min(a.roundWallUs.length, b.roundWallUs.length)
   if (count === 0) return Number.NaN
   const quotients = Array.from({ length: count }, (_, i) => a.roundWallUs[i]! / b.roundWallUs[i]!)
-  quotients.sort((x, y) => x - y)
-  const middle = Math.floor(count / 2)
-  const median =
-    count % 2 === 1 ? quotients[middle]! : (quotients[middle - 1]! + quotients[middle]!) / 2
-  return round(median, digits)
+  return round(medianOf(quotients), digits)
 }
 
 export function byName(stats: VariantStats[], name: string): VariantStats {

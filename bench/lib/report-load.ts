@@ -1,7 +1,7 @@
 /** The load section's console lines, Markdown and targets (see ../sections/load.ts). */
 import type { LoadRatios, LoadResult } from '../sections/load'
+import { table } from './markdown'
 import type { Target } from './report'
-import { table } from './report'
 
 export function loadLines(load: LoadResult): string[] {
   const { control } = load

@@ -1,13 +1,17 @@
 /** Turns a run's results into the checked targets, the Markdown summary and the console lines. */
 import type { DrizzleResult } from '../sections/drizzle'
 import type { EngineResult } from '../sections/engine'
+import type { GrowthResult } from '../sections/growth'
 import type { HttpRatios, HttpResult, TransactionalRatios } from '../sections/http'
 import type { LoadResult } from '../sections/load'
 import type { RedisResult } from '../sections/redis'
 import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
-import { byName, pairedRatio, type VariantStats } from './measure'
+import { answers, latencyRows, table } from './markdown'
+import { byName } from './measure'
+import { growthMarkdown } from './report-growth'
 import { loadMarkdown, loadTargets } from './report-load'
+import { redisMarkdown, redisTargets } from './report-redis'
 
 export interface Results {
   machine: Machine
@@ -17,6 +21,7 @@ export interface Results {
   backends: { pglite: boolean; postgres: boolean; redis: boolean; mariadb: boolean }
   durationSeconds: number
   engine?: EngineResult
+  growth?: GrowthResult
   telemetry?: TelemetryResult
   drizzle: DrizzleResult[]
   redis?: RedisResult
@@ -91,38 +96,7 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
       })
     }
   }
-  if (results.redis) {
-    const { latency } = results.redis
-    const find = (name: string) => byName(latency, name)
-    const fixed = (ratio: number) => ratio.toFixed(2)
-    // Each peer against ours on the same client library (Powertools is handed node-redis 5;
-    // node-idempotency brings redis@4): the quotient then compares the libraries, not the
-    // clients. Ours on node-redis 5 against node-idempotency is shown next to it.
-    for (const path of ['first execution', 'replay'] as const) {
-      const ours = find(`idempotent-mutations (node-redis): ${path}`)
-      const oursOnV4 = find(`idempotent-mutations (redis@4): ${path}`)
-      const powertools = find(`@aws-lambda-powertools/idempotency (node-redis): ${path}`)
-      const peer = find(`@node-idempotency/core (redis@4 (its adapter)): ${path}`)
-      const vsPowertools = pairedRatio(ours, powertools)
-      const vsPeer = pairedRatio(oursOnV4, peer)
-      targets.push({
-        name: `Redis: ${path} ahead of both peers (time per operation, on each peer's client)`,
-        target: 'less time than Powertools and @node-idempotency/core',
-        measured: `ours ÷ Powertools (node-redis 5) ${fixed(vsPowertools)}×, ours ÷ node-idempotency (redis@4) ${fixed(vsPeer)}× (ours on node-redis 5 ÷ node-idempotency ${fixed(pairedRatio(ours, peer))}×)`,
-        met: vsPowertools < 1 && vsPeer < 1,
-      })
-    }
-    for (const library of results.redis.libraries.filter(
-      (l) => l.library === 'idempotent-mutations',
-    )) {
-      targets.push({
-        name: `Redis (${library.client}): ${library.storm.callers}-caller storm on one key`,
-        target: 'handler runs once',
-        measured: `${library.storm.executions} execution(s)`,
-        met: library.storm.executions === 1 && library.storm.unanswered === 0,
-      })
-    }
-  }
+  if (results.redis) targets.push(...redisTargets(results.redis))
   if (http) {
     for (const adapter of ['tRPC', 'Yoga'] as const) {
       const ratios = http.ratios[adapter]
@@ -157,21 +131,6 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
   })
   if (results.load) targets.push(...loadTargets(results.load))
   return targets
-}
-
-const cell = (value: number | string | undefined) =>
-  value === undefined || (typeof value === 'number' && Number.isNaN(value)) ? '–' : String(value)
-
-export function table(header: string[], rows: (number | string | undefined)[][]): string {
-  return [
-    `| ${header.join(' | ')} |`,
-    `|${header.map(() => '---').join('|')}|`,
-    ...rows.map((row) => `| ${row.map(cell).join(' | ')} |`),
-  ].join('\n')
-}
-
-function latencyRows(variants: VariantStats[]) {
-  return variants.map((v) => [v.name, v.p50Ms, v.p99Ms, v.opsPerSecond, v.cpuUsPerOp])
 }
 
 export function toMarkdown(results: Results): string {
@@ -215,6 +174,7 @@ export function toMarkdown(results: Results): string {
       ),
     )
   }
+  if (results.growth) out.push(...growthMarkdown(results.growth))
   if (results.telemetry) {
     const { telemetry } = results
     const direct = byName(telemetry.variants, 'direct call').cpuUsPerOp
@@ -273,43 +233,12 @@ export function toMarkdown(results: Results): string {
           result.callers,
           result.executions,
           result.allAnsweredMs,
-          Object.entries(result.answers)
-            .map(([kind, count]) => `${count} × ${kind}`)
-            .join(', '),
+          answers(result),
         ]),
       ),
     )
   }
-  if (results.redis) {
-    const { redis } = results
-    out.push(
-      '',
-      '## Redis, side by side',
-      '',
-      table(
-        [
-          'library (client)',
-          'round trips, first execution',
-          'round trips, replay',
-          'storm: callers',
-          'storm: handler ran',
-          'storm: answers',
-        ],
-        redis.libraries.map((l) => [
-          `${l.library} (${l.client})`,
-          l.roundTrips.firstExecution,
-          l.roundTrips.replay,
-          l.storm.callers,
-          l.storm.executions,
-          Object.entries(l.storm.answers)
-            .map(([kind, count]) => `${count} × ${kind}`)
-            .join(', '),
-        ]),
-      ),
-      '',
-      table(['one caller', 'p50 ms', 'p99 ms', 'ops/s', 'CPU µs/op'], latencyRows(redis.latency)),
-    )
-  }
+  if (results.redis) out.push(...redisMarkdown(results.redis))
   if (results.http) {
     const { http } = results
     out.push(

@@ -14,12 +14,15 @@ import { type Budget, compare, round, type VariantStats } from '../lib/measure'
 import { type Counter, countCalls, nodeIdempotency, type Protected, powertools } from '../lib/peers'
 import { errorKind, type StormResult, storm } from '../lib/storm'
 import { type Order, type OrderInput, orderInput } from './fixtures'
+import { floorQuotients, floorVariants, type RedisFloorResult, serverTimes } from './redis-floor'
 
 export interface RedisBudgets {
   latency: Budget
   stormCallers: number
   /** How long the storm's handler works, in milliseconds. */
   stormWorkMs: number
+  /** Calls of each script and command run alone to read the server's time per call. */
+  serverTimeCalls: number
 }
 
 export interface RedisLibraryResult {
@@ -33,6 +36,8 @@ export interface RedisLibraryResult {
 export interface RedisResult {
   libraries: RedisLibraryResult[]
   latency: VariantStats[]
+  /** Ours against the raw commands of a first execution and a replay, and server times. */
+  floor: RedisFloorResult
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
@@ -93,17 +98,21 @@ export async function benchRedis(
   )
 
   let instance = 0
-  const ours = (client: keyof typeof clients): Contender => ({
+  // Replay cache off unless asked: the peers run without their local caches too, so every
+  // replay goes to Redis and the round trips compare like for like. On: the default settings.
+  const ours = (client: keyof typeof clients, replayCache = false): Contender => ({
     library: 'idempotent-mutations',
-    client,
+    client: replayCache ? `${client}, replay cache on` : client,
     counter: counters[client],
     make: (handler) => {
       const store = lib.redis.createRedisStore(clients[client], {
         prefix: `${prefix}ours-${++instance}:`,
       })
-      // Replay cache off: the peers run without their local caches too, so every replay
-      // here goes to Redis and the round trips compare like for like.
-      const idempotency = lib.core.createIdempotency({ store, ttl: '10m', replayCache: false })
+      const idempotency = lib.core.createIdempotency({
+        store,
+        ttl: '10m',
+        ...(replayCache ? {} : { replayCache: false }),
+      })
       return async ({ key, input }) =>
         (
           await idempotency.execute({ key, operation: 'orders.create', payload: input }, () =>
@@ -113,6 +122,7 @@ export async function benchRedis(
     },
   })
   const contenders: Contender[] = [
+    ours('node-redis', true),
     ours('node-redis'),
     ours('ioredis'),
     ours('redis@4'),
@@ -159,6 +169,8 @@ export async function benchRedis(
     for (const call of calls) {
       for (let i = 0; i < replayKeys; i++) await call({ key: `replay-${i}`, input: orderInput })
     }
+    const floor = floorVariants(lib, nodeRedis, prefix, handler, replayKeys)
+    await floor.seed()
 
     const roundTripsOf = async (contender: Contender, op: (i: number) => Promise<unknown>) => {
       const before = contender.counter.count
@@ -194,6 +206,7 @@ export async function benchRedis(
               calls[index]!({ key: `replay-${i % replayKeys}`, input: orderInput }),
           },
         ]),
+        ...floor.variants,
       ],
       { ...budgets.latency, latencies: true },
     )
@@ -219,7 +232,11 @@ export async function benchRedis(
         storm: result,
       })
     }
-    return { libraries, latency }
+    const floorResult = {
+      ...floorQuotients(latency),
+      serverTimes: await serverTimes(lib, nodeRedis, prefix, budgets.serverTimeCalls),
+    }
+    return { libraries, latency, floor: floorResult }
   } finally {
     await deleteKeys(nodeRedis, `${prefix}*`)
     await Promise.allSettled([

@@ -1,0 +1,26 @@
+/** The pieces every section's Markdown is made of. */
+
+import type { VariantStats } from './measure'
+import type { StormResult } from './storm'
+
+const cell = (value: number | string | undefined) =>
+  value === undefined || (typeof value === 'number' && Number.isNaN(value)) ? '–' : String(value)
+
+export function table(header: string[], rows: (number | string | undefined)[][]): string {
+  return [
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+    ...rows.map((row) => `| ${row.map(cell).join(' | ')} |`),
+  ].join('\n')
+}
+
+export function latencyRows(variants: VariantStats[]) {
+  return variants.map((v) => [v.name, v.p50Ms, v.p99Ms, v.opsPerSecond, v.cpuUsPerOp])
+}
+
+/** How a storm's callers were answered: `199 × 409 IN_PROGRESS, 1 × value`. */
+export function answers(storm: StormResult): string {
+  return Object.entries(storm.answers)
+    .map(([kind, count]) => `${count} × ${kind}`)
+    .join(', ')
+}
