@@ -24,6 +24,7 @@ import { type Database, openDatabase } from './lib/database'
 import { type DialectName, dialectMissing, openDialect } from './lib/dialects'
 import { describeMachine } from './lib/machine'
 import { checkTargets, type Results, toMarkdown } from './lib/report'
+import { checkLoopback } from './lib/urls'
 import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
 import { benchEngine } from './sections/engine'
 import { benchHttp } from './sections/http'
@@ -51,16 +52,10 @@ const wanted = (section: Section) => only === undefined || only.includes(section
 const databaseUrl = process.env.DATABASE_URL || undefined
 const redisUrl = process.env.REDIS_URL || undefined
 const mysqlUrl = process.env.MYSQL_URL || undefined
-for (const [name, url] of [
-  ['DATABASE_URL', databaseUrl],
-  ['REDIS_URL', redisUrl],
-  ['MYSQL_URL', mysqlUrl],
-] as const) {
-  // The bench opens servers and floods them: never anything but this machine.
-  if (url && !/^[a-z]+:\/\/([^@/]*@)?(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/.test(url)) {
-    throw new Error(`bench: ${name} must point at a loopback address (127.0.0.1, localhost, ::1)`)
-  }
-}
+// The bench opens servers and floods them: never anything but this machine.
+checkLoopback('DATABASE_URL', databaseUrl)
+checkLoopback('REDIS_URL', redisUrl)
+checkLoopback('MYSQL_URL', mysqlUrl)
 
 const budgets = quick
   ? {

@@ -5,6 +5,7 @@ import type { HttpRatios, HttpResult } from '../sections/http'
 import type { RedisResult } from '../sections/redis'
 import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
+import { table } from './markdown'
 import { byName, pairedRatio, type VariantStats } from './measure'
 
 export interface Results {
@@ -153,17 +154,6 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
     met: results.durationSeconds < 180,
   })
   return targets
-}
-
-const cell = (value: number | string | undefined) =>
-  value === undefined || (typeof value === 'number' && Number.isNaN(value)) ? '–' : String(value)
-
-function table(header: string[], rows: (number | string | undefined)[][]): string {
-  return [
-    `| ${header.join(' | ')} |`,
-    `|${header.map(() => '---').join('|')}|`,
-    ...rows.map((row) => `| ${row.map(cell).join(' | ')} |`),
-  ].join('\n')
 }
 
 function latencyRows(variants: VariantStats[]) {
