@@ -87,7 +87,7 @@ export async function benchEmptyPlans(
     const storePlans = await plansOf(storeConnection, database.schema, tables)
 
     await database.query(`analyze ${tables[1].qualified}`)
-    steps.push(await explainStep(database, prepared, tables, `the second ANALYZEd again`))
+    steps.push(await explainStep(database, prepared, tables, `ANALYZE of ${names.analyzed}`))
     const afterAnalyze = await measure()
     return { rows: budget.rows, steps, storePlans, afterLoad, afterAnalyze }
   } finally {

@@ -138,7 +138,9 @@ function sweepSection({ sweep, settings, budgets }: ScaleResults): string[] {
       ]),
     ),
     '',
-    `After each sweep: VACUUM (autovacuum is ${settings.autovacuum} on this server; where it is on, it runs the same VACUUM once the dead rows pass its threshold), then as many new records as the sweep deleted (expiring a day later, as records written now do).`,
+    "A caller's lock wait that is not on the sweep is on another caller: `extend` is the lock taken to add a page to the table or an index.",
+    '',
+    `After each sweep: VACUUM (autovacuum is ${settings.autovacuum} on this server; where it is on, it runs the same VACUUM once the dead rows pass its threshold), then as many new records as the sweep deleted (expiring a day later, as records written now do). The dead rows are the swept records and one old version per caller's completion.`,
     '',
     table(
       [
@@ -190,7 +192,7 @@ function emptyPlansSection({ emptyPlans: e }: ScaleResults): string[] {
     '',
     '## 4. A table analyzed while empty',
     '',
-    `Two tables made by \`ensureTable()\`, autovacuum off on both: one never analyzed, one ANALYZEd while empty. The store ran first executions on each over one connection (its statements planned generic after five custom plans), then each got ${e.rows} records without an ANALYZE. Each statement was also prepared on a second connection, explained six times while the tables were empty, and again at each step (the plan the next execution would use).`,
+    `Two tables made by \`ensureTable()\`, autovacuum off on both: one never analyzed, one ANALYZEd while empty. The store ran first executions on each over one connection (its statements planned generic after five custom plans), then each got ${e.rows} records without an ANALYZE. Each statement was also prepared on a second connection, explained six times while the tables were empty, and again at each step: the plan its next execution would use, "(generic)" when that is its cached generic plan rather than one made for the parameters.`,
     '',
     table(
       ['step', 'table', 'relpages', 'reltuples', ...kinds],
@@ -208,7 +210,7 @@ function emptyPlansSection({ emptyPlans: e }: ScaleResults): string[] {
       ),
     ),
     '',
-    "The store's own connection, after the load (pg_prepared_statements). Five custom plans, then the generic one: more than five custom plans mean its plan cache was reset meanwhile (an ANALYZE of the table, or any CREATE or DROP SCHEMA in the database, resets every session's cached plans), which ends the effect early.",
+    "The store's own connection, after the load (pg_prepared_statements). Five custom plans, then the generic one: more than five custom plans mean its plan cache was reset meanwhile (an ANALYZE of the table, or any CREATE or DROP SCHEMA in the database, resets the cached plans of every connection to it), which ends the effect early.",
     '',
     table(
       ['table', 'statement', 'generic plans', 'custom plans'],
