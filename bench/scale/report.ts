@@ -36,6 +36,7 @@ export function scaleMarkdown(results: ScaleResults): string {
     ),
     ...bigTableSection(results),
     ...sweepSection(results),
+    ...statementsSection(results),
     ...emptyPlansSection(results),
   ].join('\n')}\n`
 }
@@ -57,8 +58,6 @@ function bigTableSection({ bigTable: b, budgets }: ScaleResults): string[] {
     `16 callers at once (${budgetOf(budgets.bigTable.concurrent)}): throughput big ÷ empty ${ratios.concurrentThroughput} (A/A ${ratios.concurrentControlThroughput}), p99 big ÷ empty ${ratios.concurrentP99}.`,
     '',
     latencyTable(b.concurrent),
-    '',
-    `SQL statements per first execution: ${b.statementsPerOp.big} on the big table, ${b.statementsPerOp.empty} on an empty one. Rows written (pg_stat_user_tables of the first empty table, which only first executions touched): ${b.writes.inserted} inserted, ${b.writes.updated} updated, ${b.writes.hotUpdated} of the updates heap-only (HOT): a completion sets \`expires_at\`, which is indexed, so it writes a new entry in each index.`,
     '',
     `### Bytes per record (${size.rows} records, after VACUUM)`,
     '',
@@ -184,6 +183,16 @@ function sizesTable(sweep: SweepRun[]): string {
       ]),
     ),
   )
+}
+
+function statementsSection({ bigTable: b }: ScaleResults): string[] {
+  const { statementsPerOp, writes } = b
+  return [
+    '',
+    '## 3. Statements per operation',
+    '',
+    `SQL statements per first execution (claim + complete), counted by a drizzle logger over 50 of them: ${statementsPerOp.big} on the big table, ${statementsPerOp.empty} on an empty one. Rows they wrote (pg_stat_user_tables of the first empty table, which only first executions touched): ${writes.inserted} inserted, ${writes.updated} updated, ${writes.hotUpdated} of the updates heap-only (HOT): a completion sets \`expires_at\`, which is indexed, so it writes a new entry in each index.`,
+  ]
 }
 
 function emptyPlansSection({ emptyPlans: e }: ScaleResults): string[] {
