@@ -27,6 +27,7 @@ import { checkTargets, type Results, toMarkdown } from './lib/report'
 import { growthLines } from './lib/report-growth'
 import { loadLines } from './lib/report-load'
 import { redisFloorLines } from './lib/report-redis'
+import { checkLoopback } from './lib/urls'
 import { benchDrizzle, type DrizzleBudgets } from './sections/drizzle'
 import { benchEngine } from './sections/engine'
 import { benchGrowth, type GrowthBudgets } from './sections/growth'
@@ -56,16 +57,10 @@ const wanted = (section: Section) => only === undefined || only.includes(section
 const databaseUrl = process.env.DATABASE_URL || undefined
 const redisUrl = process.env.REDIS_URL || undefined
 const mysqlUrl = process.env.MYSQL_URL || undefined
-for (const [name, url] of [
-  ['DATABASE_URL', databaseUrl],
-  ['REDIS_URL', redisUrl],
-  ['MYSQL_URL', mysqlUrl],
-] as const) {
-  // The bench opens servers and floods them: never anything but this machine.
-  if (url && !/^[a-z]+:\/\/([^@/]*@)?(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/.test(url)) {
-    throw new Error(`bench: ${name} must point at a loopback address (127.0.0.1, localhost, ::1)`)
-  }
-}
+// The bench opens servers and floods them: never anything but this machine.
+checkLoopback('DATABASE_URL', databaseUrl)
+checkLoopback('REDIS_URL', redisUrl)
+checkLoopback('MYSQL_URL', mysqlUrl)
 
 const budgets = quick
   ? {

@@ -3,7 +3,8 @@
 import type { VariantStats } from './measure'
 import type { StormResult } from './storm'
 
-const cell = (value: number | string | undefined) =>
+/** A table cell: `–` for a missing or NaN value. */
+export const cell = (value: number | string | undefined) =>
   value === undefined || (typeof value === 'number' && Number.isNaN(value)) ? '–' : String(value)
 
 export function table(header: string[], rows: (number | string | undefined)[][]): string {
