@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util'
+import { toMilliseconds } from '../src/duration'
 import { storedScope } from '../src/scope'
 
 /** Where the store is, from the environment and the options. */
@@ -29,6 +30,8 @@ export type Command =
       name: 'sweep'
       limit: number | undefined
       batchSize: number | undefined
+      /** Milliseconds between two batches. */
+      pauseMs: number | undefined
       store: StoreLocation
       json: boolean
     }
@@ -67,6 +70,8 @@ Options:
   --force            release: also while a lease is live (its executor may still be running).
   --limit <n>        sweep: stop after n records.
   --batch-size <n>   sweep: records per statement (default 1000).
+  --pause <time>     sweep: wait between two statements, like 150ms (default none), to
+                     leave the database to the requests it serves meanwhile.
   --json             Print JSON.
   -h, --help         Show this help.
 
@@ -82,6 +87,7 @@ const options = {
   force: { type: 'boolean' },
   limit: { type: 'string' },
   'batch-size': { type: 'string' },
+  pause: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const
@@ -124,6 +130,7 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv): Command {
       const key = only(rest, name)
       if (values.limit !== undefined) refuse('--limit', 'sweep')
       if (values['batch-size'] !== undefined) refuse('--batch-size', 'sweep')
+      if (values.pause !== undefined) refuse('--pause', 'sweep')
       if (name === 'inspect' && values.force) refuse('--force', 'release')
       const scope = scopeOf(values)
       return name === 'inspect'
@@ -139,6 +146,7 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv): Command {
         name,
         limit: count(values.limit, '--limit', 0),
         batchSize: count(values['batch-size'], '--batch-size', 1),
+        pauseMs: duration(values.pause, '--pause'),
         store,
         json,
       }
@@ -186,4 +194,15 @@ function count(value: string | undefined, option: string, least: number): number
     throw new UsageError(`${option} must be an integer of at least ${least} (got ${value})`)
   }
   return number
+}
+
+function duration(value: string | undefined, option: string): number | undefined {
+  if (value === undefined) return undefined
+  try {
+    return toMilliseconds(/^[0-9]+$/.test(value) ? Number(value) : value, option)
+  } catch {
+    throw new UsageError(
+      `${option} must be a duration like 150ms, 2s or 500 (milliseconds) (got ${value})`,
+    )
+  }
 }

@@ -107,7 +107,11 @@ async function runCommand(
       return exitCodes.notDone
     }
     case 'sweep': {
-      const swept = await store.sweep({ limit: command.limit, batchSize: command.batchSize })
+      const swept = await store.sweep({
+        limit: command.limit,
+        batchSize: command.batchSize,
+        pause: command.pauseMs,
+      })
       print(
         { swept },
         opened.selfExpiring

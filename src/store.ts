@@ -13,6 +13,7 @@
  *                             (new token; the old executor is fenced off) |
  *     any record past expires_at is treated as absent by claim, and deleted by sweep()
  */
+import type { Duration } from './duration'
 
 // The one value here, for src/stores/drizzle/store.ts until it imports it from ./stores/record.
 
@@ -76,6 +77,12 @@ export interface SweepOptions {
   batchSize?: number | undefined
   /** Stop after this many rows in total. @default Infinity */
   limit?: number | undefined
+  /**
+   * Wait this long between two batches (milliseconds, or `'150ms'`), so that a sweep of a large
+   * backlog leaves the database to the requests it serves meanwhile. Stores that delete in one
+   * step (memory) or not at all (Redis) have nothing to pace. @default 0
+   */
+  pause?: Duration | undefined
 }
 
 /**

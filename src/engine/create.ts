@@ -29,7 +29,7 @@ export function createIdempotency<TTransaction = unknown>(
       handler: (handlerContext: HandlerContext<TTransaction>) => T | Promise<T>,
     ) => execute(context, request, handler)) as Idempotency<TTransaction>['execute'],
     begin: (request) => begin(context, request),
-    sweep: () => store.sweep(),
+    sweep: (options) => store.sweep(options),
     drain: () => background.drain(),
     close: () => {
       clearInterval(timer)

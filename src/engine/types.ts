@@ -4,7 +4,7 @@
  */
 import type { Duration } from '../duration'
 import type { IdempotencyErrorCode } from '../errors'
-import type { IdempotencyStore } from '../store'
+import type { IdempotencyStore, SweepOptions } from '../store'
 
 export type IdempotencyEventType =
   | 'executed'
@@ -158,8 +158,8 @@ export interface Idempotency<TTransaction = unknown> {
   ): Promise<ExecuteResult<T>>
   /** The lower-level step adapters use when the end of an operation is seen in another hook. */
   begin(request: OperationRequest): Promise<Attempt<TTransaction>>
-  /** Deletes expired records through the store. */
-  sweep(): Promise<number>
+  /** Deletes expired records through the store (`batchSize`, `limit`, `pause`: `store.sweep()`'s). */
+  sweep(options?: SweepOptions): Promise<number>
   /**
    * Waits for the completions still being retried in the background (see `completeTimeout`) to
    * land or give up. For tests and graceful shutdowns.

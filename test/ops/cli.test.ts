@@ -179,14 +179,14 @@ function describeCliOn(name: string, target: () => CliTarget, full = true) {
     expect(jsonOf(released)).toMatchObject({ released: true, record: { leaseLive: false } })
   })
 
-  it(`sweep deletes only expired records [${name}]`, async () => {
+  it(`sweep deletes only expired records, paced if asked [${name}]`, async () => {
     const { store, selfExpiring } = target()
     const expired = [`k-${randomUUID()}`, `k-${randomUUID()}`, `k-${randomUUID()}`]
     const live = `k-${randomUUID()}`
     for (const key of expired) await record(store, key, { response: 'short', ttlMs: 1 })
     await record(store, live, { response: 'long' })
     for (const key of expired) await untilExpired(store, key)
-    const swept = await cli('sweep', '--batch-size', '2', '--json')
+    const swept = await cli('sweep', '--batch-size', '2', '--pause', '5ms', '--json')
     expect(swept.code, swept.stderr).toBe(0)
     expect(jsonOf(swept)).toEqual({ swept: selfExpiring ? 0 : expired.length })
     for (const key of expired) expect(await store.inspect(scope, key)).toBeUndefined()
@@ -209,6 +209,16 @@ describe('the CLI without a store', () => {
       ['inspect', 'k', '--operation', 'o', '--force'],
       { DATABASE_URL: 'postgres://x' },
       /--force is an option of release only/,
+    ],
+    [
+      ['sweep', '--pause', 'soon'],
+      { DATABASE_URL: 'postgres://x' },
+      /--pause must be a duration like 150ms/,
+    ],
+    [
+      ['inspect', 'k', '--operation', 'o', '--pause', '5ms'],
+      { DATABASE_URL: 'postgres://x' },
+      /--pause is an option of sweep only/,
     ],
     [
       ['sweep', '--limit', '1.5'],

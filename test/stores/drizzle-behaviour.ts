@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { sql } from 'drizzle-orm'
 import { getTableConfig } from 'drizzle-orm/pg-core'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { createIdempotency } from '../../src'
 import type { DrizzlePgDatabase, DrizzleStore } from '../../src/stores/drizzle'
 import { claimInput, type statementCounter } from './drizzle-fixtures'
@@ -174,6 +174,30 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
       // Batches of 2, 2 and 1: the short third batch shows nothing expired is left.
       expect(statements).toBe(3)
       expect(await store.get('s', 'live')).toMatchObject({ status: 'in_progress' })
+
+      // Paced: a pause between two batches, none after the last. The pauses are the timers of
+      // that length the sweep sets (37 ms: no other code here waits that long).
+      await query(
+        sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key = 'live'`,
+      )
+      await expect(store.sweep({ pause: 'soon' as never })).rejects.toThrow(/sweep's pause must be/)
+      expect(await store.get('s', 'live')).toBeDefined()
+      const timers = vi.spyOn(globalThis, 'setTimeout')
+      try {
+        for (let i = 0; i < 4; i++) {
+          const claim = { ...claimInput(), scope: 's', key: `paced-${i}`, ttlMs: 60_000 }
+          await store.claim(claim)
+          await store.complete({ ...claim, response: 'r', ttlMs: 60_000 })
+        }
+        await query(
+          sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key like 'paced-%'`,
+        )
+        timers.mockClear()
+        expect(await store.sweep({ batchSize: 2, pause: '37ms' })).toBe(5)
+        expect(timers.mock.calls.filter(([, ms]) => ms === 37)).toHaveLength(2)
+      } finally {
+        timers.mockRestore()
+      }
     })
 
     it('ensureTable creates the columns, primary key and index the drizzle table defines, and can run again', async () => {

@@ -1,3 +1,4 @@
+import { toMilliseconds } from '../../duration'
 import type {
   ClaimInput,
   ClaimResult,
@@ -9,6 +10,8 @@ import type {
 } from '../../store'
 import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from '../operator'
 import { type ClaimPhases, claimInPhases } from './claim'
+
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /** What each dialect of the Drizzle store answers; {@link sqlStore} makes a store of it. */
 export interface SqlDialect {
@@ -48,6 +51,7 @@ export function sqlStore(dialect: SqlDialect): InspectableStore & {
     async sweep(options: SweepOptions = {}): Promise<number> {
       const batchSize = options.batchSize ?? 1000
       const limit = options.limit ?? Number.POSITIVE_INFINITY
+      const pauseMs = toMilliseconds(options.pause ?? 0, "sweep's pause")
       if (!Number.isInteger(batchSize) || batchSize < 1) {
         throw new TypeError(
           `idempotent-mutations: sweep's batchSize must be a positive integer (got ${batchSize})`,
@@ -65,6 +69,7 @@ export function sqlStore(dialect: SqlDialect): InspectableStore & {
         deleted += count
         // A short batch means nothing expired is left (or the rest is locked by claims).
         if (count < size) break
+        if (pauseMs > 0 && deleted < limit) await delay(pauseMs)
       }
       return deleted
     },
