@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { initTRPC } from '@trpc/server'
 import { createHTTPServer } from '@trpc/server/adapters/standalone'
-import { createSchema, createYoga } from 'graphql-yoga'
+import { createSchema, createYoga, type Plugin } from 'graphql-yoga'
 import { createClient } from 'redis'
 import type { Idempotency } from '../../src'
 import { loadBuild, loadSources } from '../lib/build'
@@ -30,7 +30,7 @@ import { createRedisFloor } from './redis-floor'
 
 export type ToServer = { type: 'stats' }
 export type FromServer =
-  | { type: 'ready'; trpc: string; yoga: string; redis: boolean }
+  | { type: 'ready'; trpc: string; yoga: string; yogaFloor: string; redis: boolean }
   | { type: 'stats'; cpuUs: number; statements: number; roundTrips: number; redisCommands: number }
 
 const send = (message: FromServer) => process.send?.(message)
@@ -100,30 +100,35 @@ async function main(): Promise<void> {
   })
   const trpc = createHTTPServer({ router, createContext: ({ req, res }) => ({ req, res }) })
 
-  const yoga = createYoga({
-    schema: createSchema({
-      typeDefs: /* GraphQL */ `
+  // Two Yoga servers: the floor's without the plugin, which would also see the key.
+  const yogaWith = (plugins: Plugin[]) =>
+    createYoga({
+      schema: createSchema({
+        typeDefs: /* GraphQL */ `
         type Order { id: ID! item: String! quantity: Int! }
         type Query { ok: Boolean }
         type Mutation {
           createOrder(item: String!, quantity: Int!): Order!
           createOrderFloor(item: String!, quantity: Int!): Order!
         }`,
-      resolvers: {
-        Mutation: {
-          createOrder: (_: unknown, input: OrderInput) => placeOrder(input),
-          createOrderFloor: (_: unknown, input: OrderInput, context: { request: Request }) => {
-            const key = context.request.headers.get('idempotency-key')
-            if (key === null) throw new Error('the floor needs a key')
-            return protect('floor', key, input, () => placeOrder(input))
+        resolvers: {
+          Mutation: {
+            createOrder: (_: unknown, input: OrderInput) => placeOrder(input),
+            createOrderFloor: (_: unknown, input: OrderInput, context: { request: Request }) => {
+              const key = context.request.headers.get('idempotency-key')
+              if (key === null) throw new Error('the floor needs a key')
+              return protect('floor', key, input, () => placeOrder(input))
+            },
           },
         },
-      },
-    }),
-    logging: false,
-    plugins: [lib.envelop.useIdempotency({ idempotency: engines.ours })],
-  })
-  const yogaServer = createServer(yoga)
+      }),
+      logging: false,
+      plugins,
+    })
+  const yogaServer = createServer(
+    yogaWith([lib.envelop.useIdempotency({ idempotency: engines.ours })]),
+  )
+  const yogaFloorServer = createServer(yogaWith([]))
 
   const listen = (server: ReturnType<typeof createServer>) =>
     new Promise<string>((resolve) =>
@@ -131,7 +136,11 @@ async function main(): Promise<void> {
         resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
       ),
     )
-  const [trpcUrl, yogaUrl] = await Promise.all([listen(trpc), listen(yogaServer)])
+  const [trpcUrl, yogaUrl, yogaFloorUrl] = await Promise.all([
+    listen(trpc),
+    listen(yogaServer),
+    listen(yogaFloorServer),
+  ])
 
   process.on('message', (message: ToServer) => {
     if (message.type !== 'stats') return
@@ -148,11 +157,18 @@ async function main(): Promise<void> {
   process.on('disconnect', async () => {
     trpc.closeAllConnections()
     yogaServer.closeAllConnections()
+    yogaFloorServer.closeAllConnections()
     await database.close().catch(() => {})
     await redis?.client.quit().catch(() => {})
     process.exit(0)
   })
-  send({ type: 'ready', trpc: trpcUrl, yoga: `${yogaUrl}/graphql`, redis: redis !== undefined })
+  send({
+    type: 'ready',
+    trpc: trpcUrl,
+    yoga: `${yogaUrl}/graphql`,
+    yogaFloor: `${yogaFloorUrl}/graphql`,
+    redis: redis !== undefined,
+  })
 }
 
 /** A node-redis client that counts the commands ours and the floor send (each one round trip). */

@@ -66,10 +66,13 @@ export async function benchLoad(
       })
     const trpc = (procedure: string) => (key: string) =>
       post(`${ready.trpc}/${procedure}`, order, key)
-    const yoga = (field: string) => (key: string) => post(ready.yoga, gql(field), key)
+    const yoga = (url: string, field: string) => (key: string) => post(url, gql(field), key)
     const servers: Record<string, Record<string, (key: string) => Promise<Reply>>> = {
       tRPC: { floor: trpc('floor'), ours: trpc('ours'), 'ours, cache off': trpc('storeRead') },
-      Yoga: { floor: yoga('createOrderFloor'), ours: yoga('createOrder') },
+      Yoga: {
+        floor: yoga(ready.yogaFloor, 'createOrderFloor'),
+        ours: yoga(ready.yoga, 'createOrder'),
+      },
       ...(ready.redis
         ? { 'tRPC on Redis': { floor: trpc('redisFloor'), ours: trpc('redisOurs') } }
         : {}),
