@@ -156,11 +156,12 @@ export interface TransactionClaimOptions {
    */
   lockWaitMs: number
   /**
-   * Called at most once, synchronously, right after the claim's first statement was handed to
-   * the connection, where the driver sends what follows on the same connection in the order it
-   * was handed over, without waiting for the answers (postgres.js pipelines). What the caller
-   * sends from it goes out behind that statement, in the same round trip: the engine opens the
-   * handler's savepoint there. A store that cannot promise that order never calls it.
+   * Called at most once, synchronously, right after the claim's first statement was asked for,
+   * where the driver queues statements on the connection in the order they are asked for and
+   * sends them without waiting for the answers to those before (postgres.js pipelines). What
+   * the caller asks for from it goes out behind that statement, in the same round trip once the
+   * statement is prepared on the connection: the engine opens the handler's savepoint there. A
+   * store that cannot promise that order never calls it.
    */
   afterFirstStatement?: () => void
 }

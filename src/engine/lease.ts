@@ -2,7 +2,7 @@
  * Leases: what an executor holds while it runs a keyed operation, and how it ends. Every lease,
  * in a store or in a transaction, is settled once (`settleOnce`), and derives downstream keys
  * the same way (`deriveKey`). The lease of a store outside transactional mode is here; the
- * leases of transactional mode are in ./transactional.ts.
+ * leases of transactional mode are in ./transactional-lease.ts.
  */
 import { hashParts } from '../hash'
 import type { IdempotencyRecord } from '../store'

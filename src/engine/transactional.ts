@@ -108,16 +108,16 @@ async function handlerSavepoint<TTransaction>(
   const outer = await early
   if (!laterStatements) return outer
   const inner = await savepointIn(outer)
+  // Ends once, as a HeldTransaction does: a rollback after the commit has nothing left to do.
+  let ending: Promise<void> | undefined
+  const end = (commit: boolean) => {
+    ending ??= (commit ? inner.commit() : inner.rollback()).then(() => outer.commit())
+    return ending
+  }
   return {
     ...inner,
-    commit: async () => {
-      await inner.commit()
-      await outer.commit()
-    },
-    rollback: async () => {
-      await inner.rollback()
-      await outer.commit()
-    },
+    commit: () => end(true),
+    rollback: () => (ending === undefined ? end(false) : ending.catch(() => undefined)),
   }
 }
 

@@ -14,6 +14,7 @@ import {
   releaseKeyWith,
 } from './operator'
 import { claimedRecord } from './record'
+import { sweepOptionsOf } from './sweep'
 
 export interface MemoryStoreOptions {
   /**
@@ -124,8 +125,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Inspectable
       return releaseKeyWith(scope, key, releaseOptions, read, remove)
     },
 
-    async sweep(sweepOptions: SweepOptions = {}): Promise<number> {
-      return records.sweep(now(), sweepOptions.limit ?? Number.POSITIVE_INFINITY)
+    // One pass over memory: nothing to batch or pace, but the options are checked as everywhere.
+    async sweep(sweepOptions?: SweepOptions): Promise<number> {
+      return records.sweep(now(), sweepOptionsOf(sweepOptions).limit)
     },
   }
 }

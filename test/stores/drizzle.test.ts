@@ -93,11 +93,14 @@ describe('drizzle store: table and options', () => {
     expect(() => createDrizzleStore(db, { table: users })).toThrow(/defineIdempotencyTable/)
   })
 
-  it('sweep rejects a batchSize or limit that is not a positive integer, before any statement', async () => {
+  it('sweep rejects a batchSize or limit that is not a positive integer, or a pause that is not a duration a timer can wait, before any statement', async () => {
     const store = createDrizzleStore(drizzlePostgresJs({ client: postgres(unreachable) }))
     await expect(store.sweep({ batchSize: 0 })).rejects.toThrow(TypeError)
     await expect(store.sweep({ batchSize: 1.5 })).rejects.toThrow(TypeError)
     await expect(store.sweep({ limit: -1 })).rejects.toThrow(TypeError)
+    await expect(store.sweep({ pause: 'soon' as never })).rejects.toThrow(/sweep's pause must be/)
+    // Longer than a timer can wait: it would fire at once.
+    await expect(store.sweep({ pause: '30d' })).rejects.toThrow(/at most 2147483647 ms/)
   })
 })
 

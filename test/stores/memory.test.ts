@@ -54,6 +54,15 @@ describe('memory store bookkeeping across scopes', () => {
     ttlMs: 60_000,
   })
 
+  it('sweep checks its options as every store does (a pause, if nothing to pace), through the engine too', async () => {
+    const store = createMemoryStore()
+    await expect(store.sweep({ pause: 'soon' as never })).rejects.toThrow(/sweep's pause must be/)
+    await expect(store.sweep({ batchSize: 0 })).rejects.toThrow(TypeError)
+    const idempotency = createIdempotency({ store })
+    await expect(idempotency.sweep({ limit: -1 })).rejects.toThrow(/sweep's limit must be/)
+    expect(await idempotency.sweep({ batchSize: 10, pause: '5ms' })).toBe(0)
+  })
+
   it('counts records of every scope against maxRecords, and frees a slot on release and sweep', async () => {
     const local = createTestClock()
     const store = createMemoryStore({ now: local.now, maxRecords: 3 })

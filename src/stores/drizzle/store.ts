@@ -1,4 +1,3 @@
-import { toMilliseconds } from '../../duration'
 import type {
   ClaimInput,
   ClaimResult,
@@ -9,6 +8,7 @@ import type {
   SweepOptions,
 } from '../../store'
 import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from '../operator'
+import { sweepOptionsOf } from '../sweep'
 import { type ClaimPhases, claimInPhases } from './claim'
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
@@ -48,20 +48,8 @@ export function sqlStore(dialect: SqlDialect): InspectableStore & {
     releaseKey: (scope, key, options) =>
       releaseKeyWith(scope, key, options, dialect.inspect, dialect.deletePinned),
 
-    async sweep(options: SweepOptions = {}): Promise<number> {
-      const batchSize = options.batchSize ?? 1000
-      const limit = options.limit ?? Number.POSITIVE_INFINITY
-      const pauseMs = toMilliseconds(options.pause ?? 0, "sweep's pause")
-      if (!Number.isInteger(batchSize) || batchSize < 1) {
-        throw new TypeError(
-          `idempotent-mutations: sweep's batchSize must be a positive integer (got ${batchSize})`,
-        )
-      }
-      if (!(Number.isInteger(limit) || limit === Number.POSITIVE_INFINITY) || limit < 0) {
-        throw new TypeError(
-          `idempotent-mutations: sweep's limit must be a non-negative integer or Infinity (got ${limit})`,
-        )
-      }
+    async sweep(options?: SweepOptions): Promise<number> {
+      const { batchSize, limit, pauseMs } = sweepOptionsOf(options)
       let deleted = 0
       while (deleted < limit) {
         const size = Math.min(batchSize, limit - deleted)

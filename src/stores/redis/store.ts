@@ -6,6 +6,7 @@ import type {
   IdempotencyRecord,
   InspectableStore,
   ReleaseInput,
+  SweepOptions,
 } from '../../store'
 import {
   type PinnedInspection,
@@ -14,6 +15,7 @@ import {
   releaseKeyWith,
 } from '../operator'
 import { claimedRecord } from '../record'
+import { sweepOptionsOf } from '../sweep'
 import {
   createScriptRunner,
   invalidArgument,
@@ -159,7 +161,8 @@ export function createRedisStore(
 
     // Redis deletes each record at its expiresAt (its key's expiry), and no script sees a key
     // past it: there is nothing left to sweep.
-    async sweep(): Promise<number> {
+    async sweep(options?: SweepOptions): Promise<number> {
+      sweepOptionsOf(options)
       return 0
     },
   }
