@@ -46,9 +46,9 @@ export interface Database {
 export interface PgDatabase extends Database {
   db: DrizzlePgDatabase
   /**
-   * Writes to the server's sockets (PostgreSQL only; stays 0 on PGlite). postgres.js gathers
-   * what it sends in one tick into one write, and waits for an answer before it sends again
-   * unless queries are pipelined, so one write is one round trip.
+   * Round trips to the server (PostgreSQL only; stays 0 on PGlite): writes to its sockets after
+   * it answered. postgres.js gathers what it sends in one tick into one write, and waits for an
+   * answer before it sends again unless statements are pipelined.
    */
   roundTrips: Counter
   /**
@@ -139,13 +139,22 @@ export async function openDatabase(
   }
 }
 
-/** A socket to the server at `url` that counts its writes. */
-function countingSocket(url: string, writes: Counter): Socket {
+/**
+ * A socket to the server at `url` that counts its round trips: a write after the server has
+ * answered since the last one counted (postgres.js also writes at once when it has gathered
+ * 1 KiB, which is more writes but not more round trips).
+ */
+function countingSocket(url: string, roundTrips: Counter): Socket {
   const { hostname, port } = new URL(url)
   const socket = connect(Number(port || 5432), hostname.replace(/^\[|\]$/g, ''))
+  let answered = true
+  socket.on('data', () => {
+    answered = true
+  })
   const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
   socket.write = ((...args: unknown[]) => {
-    writes.count++
+    if (answered) roundTrips.count++
+    answered = false
     return write(...args)
   }) as Socket['write']
   return socket

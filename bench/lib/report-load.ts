@@ -8,7 +8,7 @@ export function loadLines(load: LoadResult): string[] {
   return [
     ...Object.entries(load.ratios).map(
       ([server, r]) =>
-        `${server}: first execution throughput ÷ floor ${r.throughput} (median of rounds ${r.throughputMedianOfRounds}), p99 ÷ floor ${r.p99}; replays throughput ÷ floor's ${r.replayThroughput}, p99 ÷ ${r.replayP99}${r.storeReplayThroughput === undefined ? '' : `; cache off ${r.storeReplayThroughput}`}`,
+        `${server}: first execution throughput ÷ floor ${r.throughput} (median of rounds ${r.throughputMedianOfRounds}), p99 ÷ floor ${r.p99}, server CPU ÷ floor ${r.serverCpu}; replays throughput ÷ floor's ${r.replayThroughput}, p99 ÷ ${r.replayP99}${r.storeReplayThroughput === undefined ? '' : `; cache off ${r.storeReplayThroughput}`}`,
     ),
     `A/A control, the tRPC floor twice: throughput ${control.throughput} (median of rounds ${control.throughputMedianOfRounds}), p99 ${control.p99}`,
   ]
@@ -78,6 +78,7 @@ export function loadMarkdown(load: LoadResult): string[] {
           server,
           `${r.throughput} (${r.throughputMedianOfRounds})`,
           r.p99,
+          r.serverCpu,
           r.replayThroughput,
           r.replayP99,
           r.storeReplayThroughput ?? '',
@@ -86,6 +87,7 @@ export function loadMarkdown(load: LoadResult): string[] {
           'A/A: the tRPC floor twice',
           `${load.control.throughput} (${load.control.throughputMedianOfRounds})`,
           load.control.p99,
+          load.control.serverCpu,
           '',
           '',
           '',

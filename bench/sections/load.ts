@@ -14,7 +14,7 @@ import {
   type Budget,
   byName,
   compare,
-  pairedRatio,
+  medianOf,
   ratio,
   round,
   type VariantStats,
@@ -38,6 +38,8 @@ export interface LoadRatios {
   throughputMedianOfRounds: number
   /** p99 latency ÷ the floor's. */
   p99: number
+  /** The server process's CPU per request ÷ the floor's (the whole run). */
+  serverCpu: number
   /** Replays' throughput ÷ the floor's replays'. */
   replayThroughput?: number
   replayP99?: number
@@ -143,11 +145,17 @@ function ratiosOf(variants: VariantStats[], server: string): LoadRatios {
 function versus(variants: VariantStats[], a: string, b: string): LoadRatios {
   const ours = byName(variants, a)
   const floor = byName(variants, b)
+  // Per round, the floor's time per burst ÷ ours is ours' throughput ÷ the floor's.
+  const rounds = Math.min(ours.roundWallUs.length, floor.roundWallUs.length)
+  const quotients = Array.from(
+    { length: rounds },
+    (_, i) => floor.roundWallUs[i]! / ours.roundWallUs[i]!,
+  )
   return {
     throughput: ratio(ours.opsPerSecond, floor.opsPerSecond),
-    // Time per burst b ÷ a is throughput a ÷ b.
-    throughputMedianOfRounds: round(1 / pairedRatio(ours, floor, 4), 2),
+    throughputMedianOfRounds: round(medianOf(quotients), 2),
     p99: ratio(ours.p99Ms, floor.p99Ms),
+    serverCpu: ratio(ours.otherCpuUsPerOp, floor.otherCpuUsPerOp),
   }
 }
 
@@ -173,8 +181,10 @@ async function countPerRequest(
   const counts: LoadResult['perRequest'] = {}
   const times = 20
   for (const [name, send] of Object.entries(requests)) {
-    const before = await server.stats()
+    // A warm-up pass first: the first use of a statement on a connection prepares it.
     for (let i = 0; i < times; i++) await send(10_000_000 + i)
+    const before = await server.stats()
+    for (let i = 0; i < times; i++) await send(10_000_100 + i)
     const after = await server.stats()
     const per = (field: 'statements' | 'roundTrips' | 'redisCommands') =>
       round((after[field] - before[field]) / times, 2)
