@@ -242,7 +242,7 @@ async function main(): Promise<void> {
         }
         const tx = results.http.transactional
         log(
-          `  tRPC, transactional: first ÷ transactional floor ${tx.firstVsTxFloor}, unprepared insert ÷ it ${tx.unpreparedVsTxFloor}, first ÷ floor ${tx.firstVsFloor}, ÷ ours outside transactional mode ${tx.firstVsOurs} (medians of rounds; ratios of means ${tx.ofMeans.firstVsTxFloor}, ${tx.ofMeans.unpreparedVsTxFloor}, ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs})`,
+          `  tRPC, transactional: first ÷ transactional floor ${tx.firstVsTxFloor}, drizzle insert ÷ it ${tx.drizzleVsTxFloor}, unprepared ÷ it ${tx.unpreparedVsTxFloor}, first ÷ floor ${tx.firstVsFloor}, ÷ ours outside transactional mode ${tx.firstVsOurs} (medians of rounds; ratios of means ${tx.ofMeans.firstVsTxFloor}, ${tx.ofMeans.unpreparedVsTxFloor}, ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs})`,
         )
         const trips = results.http.roundTripsPerRequest
         if (trips) {

@@ -312,8 +312,8 @@ function transactionalLine(tx: HttpResult['transactional']): string {
     `${tx[field]} (ratio of means ${tx.ofMeans[field]})`
   return [
     "tRPC in transactional mode (the claim, the handler's insert and the completion in one transaction, one commit; the SQL statement count, from drizzle's logger and the bench's own, leaves out BEGIN, SAVEPOINT and COMMIT; round trips count them):",
-    `first execution ÷ the transactional floor (BEGIN, claim, insert, complete, COMMIT, hand-written and prepared) ${pair('firstVsTxFloor')};`,
-    `with the handler's insert unprepared (drizzle without \`.prepare()\`) ${pair('unpreparedVsTxFloor')};`,
+    `first execution, the handler inserting with the floor's own prepared statement on the transaction's connection, ÷ the transactional floor (BEGIN, claim, insert, complete, COMMIT, hand-written and prepared) ${pair('firstVsTxFloor')};`,
+    `with the handler's insert built by drizzle and named with \`.prepare()\` ${pair('drizzleVsTxFloor')}, by drizzle unprepared ${pair('unpreparedVsTxFloor')};`,
     `÷ the floor outside a transaction ${pair('firstVsFloor')}; ÷ ours outside transactional mode ${pair('firstVsOurs')}.`,
   ].join(' ')
 }

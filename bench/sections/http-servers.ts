@@ -13,7 +13,7 @@ import { createSchema, createYoga } from 'graphql-yoga'
 import type { Idempotency } from '../../src'
 import type { Library } from '../lib/build'
 import type { PgDatabase as Database } from '../lib/database'
-import type { OrderInput, OrderRow } from './floor'
+import { insertOrder, type OrderInput, type OrderRow, type Query } from './floor'
 
 /** What the servers run: the section's engines, the mutation and its floors. */
 export interface HttpApp {
@@ -29,7 +29,7 @@ export interface HttpApp {
 }
 
 /** Starts them; the URLs in the order tRPC, Yoga plain, Yoga with the plugin, Yoga cache off. */
-export async function startHttpServers(lib: Library, app: HttpApp) {
+export async function startHttpServers(lib: Library, schema: string, app: HttpApp) {
   const { placeOrder, floor, floorInTransaction, insertThroughDrizzle } = app
   const { idempotency, storeRead, transactional } = app.engines
   return Promise.all([startTrpc(), ...startYogas()])
@@ -49,6 +49,12 @@ export async function startHttpServers(lib: Library, app: HttpApp) {
         .input(parse)
         .mutation(({ input }) => placeOrder(input)),
       transactional: t.procedure
+        .use(
+          lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
+        )
+        .input(parse)
+        .mutation(({ input, ctx }) => insertOrder(onConnectionOf(ctx.tx), schema, input)),
+      transactionalDrizzle: t.procedure
         .use(
           lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
         )
@@ -169,4 +175,25 @@ export async function insertWithDrizzle(
     })
   const [row] = prepared ? await insert.prepare('bench_insert_order').execute() : await insert
   return row!
+}
+
+/**
+ * The floor's own statements on the connection of a drizzle transaction (postgres.js or PGlite),
+ * prepared: a handler that writes as the transactional floor does.
+ */
+function onConnectionOf(tx: unknown): Query {
+  const client = (tx as { session?: { client?: Record<string, unknown> } }).session?.client
+  const unsafe = client?.unsafe as
+    | ((text: string, params: unknown[], options: object) => Promise<unknown>)
+    | undefined
+  if (unsafe) {
+    return async <Row>(text: string, params: unknown[]) =>
+      (await unsafe(text, params, { prepare: true })) as Row[]
+  }
+  const query = client?.query as
+    | ((text: string, params: unknown[]) => Promise<{ rows: unknown[] }>)
+    | undefined
+  if (query)
+    return async <Row>(text: string, params: unknown[]) => (await query(text, params)).rows as Row[]
+  throw new Error('bench: no connection behind the transaction')
 }

@@ -65,8 +65,13 @@ export interface HttpResult {
 }
 
 export interface TransactionalRatios {
-  /** ÷ the transactional floor: BEGIN, claim, insert, complete, COMMIT, hand-written. */
+  /**
+   * ÷ the transactional floor (BEGIN, claim, insert, complete, COMMIT, hand-written), the handler
+   * inserting with the floor's own prepared statement on the transaction's connection.
+   */
   firstVsTxFloor: number
+  /** The same with the handler's insert built by drizzle (named with `.prepare()`). */
+  drizzleVsTxFloor: number
   /** The same with the handler's insert sent unprepared (drizzle without `.prepare()`). */
   unpreparedVsTxFloor: number
   /** ÷ the floor outside a transaction, and ÷ ours outside transactional mode. */
@@ -129,7 +134,7 @@ export async function benchHttp(
       return floorCall(counted, key, () => insertOrder(counted, schema, input))
     })
 
-  const servers = await startHttpServers(lib, {
+  const servers = await startHttpServers(lib, schema, {
     engines: { idempotency, storeRead, transactional },
     placeOrder,
     floor,
@@ -175,6 +180,8 @@ export async function benchHttp(
         post(`${trpcUrl}/storeRead`, trpcBody, `t-replay-${i % replayKeys}`),
       'tRPC ours, transactional: first execution': (i) =>
         post(`${trpcUrl}/transactional`, trpcBody, `t-tx-first-${i}`),
+      'tRPC ours, transactional, drizzle insert: first execution': (i) =>
+        post(`${trpcUrl}/transactionalDrizzle`, trpcBody, `t-tx-drizzle-${i}`),
       'tRPC ours, transactional, unprepared insert: first execution': (i) =>
         post(`${trpcUrl}/transactionalUnprepared`, trpcBody, `t-tx-unprepared-${i}`),
       'tRPC floor, transactional: first execution': (i) =>
@@ -266,6 +273,10 @@ export async function benchHttp(
     const txFloor = byName(variants, 'tRPC floor, transactional: first execution')
     const txVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
       firstVsTxFloor: quotient(tx, txFloor),
+      drizzleVsTxFloor: quotient(
+        byName(variants, 'tRPC ours, transactional, drizzle insert: first execution'),
+        txFloor,
+      ),
       unpreparedVsTxFloor: quotient(
         byName(variants, 'tRPC ours, transactional, unprepared insert: first execution'),
         txFloor,
