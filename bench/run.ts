@@ -11,7 +11,7 @@
  *   npm run bench -- --quick           a few operations of each, to check the script runs
  *                                      (prints, writes no results)
  *   npm run bench -- --only=engine,http   some sections only (engine, growth, telemetry, drizzle,
- *                                      redis, http)
+ *                                      redis, http, load)
  *   npm run bench -- --source          measure the TypeScript sources through tsx instead of
  *                                      the tsup build
  *

@@ -69,6 +69,7 @@ export function loadMarkdown(load: LoadResult): string[] {
         'server',
         'first execution throughput',
         'first execution p99',
+        'first execution server CPU',
         'replay throughput',
         'replay p99',
         'replay (cache off) throughput',
