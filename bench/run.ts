@@ -17,11 +17,11 @@
  *
  * Every loop is bounded by a count and a time budget; servers listen on 127.0.0.1 only.
  */
-import { mkdir, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+
 import { type BuiltLibrary, buildLibrary, loadSources } from './lib/build'
 import { type Database, openDatabase } from './lib/database'
 import { type DialectName, dialectMissing, openDialect } from './lib/dialects'
+import { finishRun } from './lib/finish'
 import { describeMachine } from './lib/machine'
 import { checkTargets, type Results, toMarkdown } from './lib/report'
 import { growthLines } from './lib/report-growth'
@@ -289,21 +289,7 @@ async function main(): Promise<void> {
     durationSeconds,
     targets: checkTargets({ ...results, durationSeconds }),
   }
-  log(`done in ${durationSeconds} s`)
-  for (const target of complete.targets) {
-    log(
-      `  ${target.met ? 'met   ' : 'MISSED'} ${target.name}: ${target.measured} (${target.target})`,
-    )
-  }
-  if (quick) {
-    log('quick mode: no results written')
-    return
-  }
-  const directory = join(import.meta.dirname, 'results')
-  await mkdir(directory, { recursive: true })
-  await writeFile(join(directory, 'latest.json'), `${JSON.stringify(complete, null, 2)}\n`)
-  await writeFile(join(directory, 'latest.md'), toMarkdown(complete))
-  log(`wrote ${join('bench', 'results', 'latest.json')} and latest.md`)
+  await finishRun({ name: 'latest', results: complete, markdown: toMarkdown(complete), quick, log })
 }
 
 main().then(

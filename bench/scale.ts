@@ -21,10 +21,10 @@
  * Everything runs in the schema `im_bench_<pid>`, dropped at the end. About 6 minutes on a
  * 2-core machine.
  */
-import { mkdir, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+
 import { buildLibrary } from './lib/build'
 import { openDatabase, type PgDatabase, schemaName } from './lib/database'
+import { finishRun } from './lib/finish'
 import { describeMachine } from './lib/machine'
 import { checkLoopback } from './lib/urls'
 import { benchBigTable } from './scale/big-table'
@@ -164,21 +164,13 @@ async function main(): Promise<void> {
   const durationSeconds = Math.round((performance.now() - startedAt) / 100) / 10
   const complete: ScaleResults = { ...results, durationSeconds, targets: [] }
   complete.targets = checkScaleTargets(complete)
-  log(`done in ${durationSeconds} s`)
-  for (const target of complete.targets) {
-    log(
-      `  ${target.met ? 'met   ' : 'MISSED'} ${target.name}: ${target.measured} (${target.target})`,
-    )
-  }
-  if (quick) {
-    log('quick mode: no results written')
-    return
-  }
-  const directory = join(import.meta.dirname, 'results')
-  await mkdir(directory, { recursive: true })
-  await writeFile(join(directory, 'scale.json'), `${JSON.stringify(complete, null, 2)}\n`)
-  await writeFile(join(directory, 'scale.md'), scaleMarkdown(complete))
-  log(`wrote ${join('bench', 'results', 'scale.json')} and scale.md`)
+  await finishRun({
+    name: 'scale',
+    results: complete,
+    markdown: scaleMarkdown(complete),
+    quick,
+    log,
+  })
 }
 
 main().then(

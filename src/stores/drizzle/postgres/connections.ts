@@ -331,22 +331,9 @@ function savepointWhileOpen(
         (error: unknown) => handBack({ ok: false, error }, true),
       )
     }
-    let pending = true
-    savepoint(...args.slice(0, -1), inScope).then(
-      (value) => {
-        pending = false
-        resolve(value)
-      },
-      (error: unknown) => {
-        pending = false
-        reject(error)
-      },
-    )
     // A `ROLLBACK TO` that postgres.js queued behind a statement still being described is never
     // settled if the connection closes: the savepoint ends with its transaction instead.
-    void life.over.then(() => {
-      if (pending) reject(new TransactionClosedError())
-    })
+    untilEnded(savepoint(...args.slice(0, -1), inScope), life).then(resolve, reject)
   })
 }
 
