@@ -21,6 +21,8 @@ export interface HttpApp {
   placeOrder(input: OrderInput): Promise<OrderRow>
   floor(key: string, input: OrderInput, onSpecRecord?: boolean): Promise<OrderRow>
   floorInTransaction(key: string, input: OrderInput): Promise<OrderRow>
+  /** `query`, its statements counted with the section's own. */
+  counted(query: Query): Query
   insertThroughDrizzle(
     tx: Database['db'],
     input: OrderInput,
@@ -53,7 +55,9 @@ export async function startHttpServers(lib: Library, schema: string, app: HttpAp
           lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),
         )
         .input(parse)
-        .mutation(({ input, ctx }) => insertOrder(onConnectionOf(ctx.tx), schema, input)),
+        .mutation(({ input, ctx }) =>
+          insertOrder(app.counted(onConnectionOf(ctx.tx)), schema, input),
+        ),
       transactionalDrizzle: t.procedure
         .use(
           lib.trpc.createIdempotencyMiddleware({ idempotency: transactional, transactional: true }),

@@ -99,10 +99,13 @@ export async function benchHttp(
   const { schema, query } = database
   // Counts the statements this section sends itself; the store's are counted by drizzle.
   let ownStatements = 0
-  const run: Query = async (text, params) => {
-    ownStatements++
-    return query(text, params)
-  }
+  const counted =
+    (send: Query): Query =>
+    (text, params) => {
+      ownStatements++
+      return send(text, params)
+    }
+  const run = counted(query)
   await createFloorTables(query, schema)
   const table = lib.drizzle.defineIdempotencyTable('records_http', schema)
   const store = lib.drizzle.createDrizzleStore(database.db, { table })
@@ -127,14 +130,12 @@ export async function benchHttp(
   // statement prepared, on one connection.
   const floorInTransaction = (key: string, input: OrderInput) =>
     database.transaction((tx) => {
-      const counted: Query = (text, params) => {
-        ownStatements++
-        return tx(text, params)
-      }
-      return floorCall(counted, key, () => insertOrder(counted, schema, input))
+      const inTransaction = counted(tx)
+      return floorCall(inTransaction, key, () => insertOrder(inTransaction, schema, input))
     })
 
   const servers = await startHttpServers(lib, schema, {
+    counted,
     engines: { idempotency, storeRead, transactional },
     placeOrder,
     floor,
