@@ -15,16 +15,9 @@
  */
 import type { Library } from '../lib/build'
 import type { PgDatabase as Database } from '../lib/database'
-import {
-  type Budget,
-  byName,
-  compare,
-  pairedRatio,
-  ratio,
-  round,
-  type VariantStats,
-} from '../lib/measure'
+import { type Budget, compare, round, type VariantStats } from '../lib/measure'
 import { createFloor, createFloorTables, insertOrder, type OrderInput, type Query } from './floor'
+import { httpRatios } from './http-ratios'
 import { insertWithDrizzle, ordersTable, startHttpServers } from './http-servers'
 
 export interface HttpResult {
@@ -34,7 +27,7 @@ export interface HttpResult {
   /** SQL statements per request (store, business and floor statements together). */
   statementsPerRequest: Record<string, number>
   /**
-   * Round trips to PostgreSQL per request, BEGIN, SAVEPOINT and COMMIT included (socket writes;
+   * Round trips to PostgreSQL per request, BEGIN, SAVEPOINT and COMMIT included (writes after an answer;
    * absent on PGlite).
    */
   roundTripsPerRequest?: Record<string, number>
@@ -143,87 +136,9 @@ export async function benchHttp(
     insertThroughDrizzle,
   })
   try {
-    const [trpcUrl, yogaPlainUrl, yogaIdempotentUrl, yogaStoreReadUrl] = servers.map(
-      (server) => server.url,
-    )
-    const post = async (url: string, body: string, key?: string) => {
-      const response = await fetch(url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json',
-          ...(key === undefined ? {} : { 'idempotency-key': key }),
-        },
-        body,
-      })
-      const text = await response.text()
-      if (response.status !== 200 || text.includes('"errors"')) {
-        throw new Error(`bench: ${url} answered ${response.status}: ${text.slice(0, 300)}`)
-      }
-      return response
-    }
-    const order = { item: 'standing desk', quantity: 2 }
-    const trpcBody = JSON.stringify(order)
-    const gql = (field: string) =>
-      JSON.stringify({
-        query: `mutation ($item: String!, $quantity: Int!) { ${field}(item: $item, quantity: $quantity) { id item quantity } }`,
-        variables: order,
-      })
-    const yogaBody = gql('createOrder')
-    const yogaFloorBody = gql('createOrderFloor')
+    const requests = httpRequests(servers.map((server) => server.url))
 
-    const requests: Record<string, (i: number) => Promise<unknown>> = {
-      'tRPC plain': () => post(`${trpcUrl}/plain`, trpcBody),
-      'tRPC ours: first execution': (i) => post(`${trpcUrl}/idempotent`, trpcBody, `t-first-${i}`),
-      'tRPC ours: replay': (i) =>
-        post(`${trpcUrl}/idempotent`, trpcBody, `t-replay-${i % replayKeys}`),
-      'tRPC ours: replay, cache off': (i) =>
-        post(`${trpcUrl}/storeRead`, trpcBody, `t-replay-${i % replayKeys}`),
-      'tRPC ours, transactional: first execution': (i) =>
-        post(`${trpcUrl}/transactional`, trpcBody, `t-tx-first-${i}`),
-      'tRPC ours, transactional, drizzle insert: first execution': (i) =>
-        post(`${trpcUrl}/transactionalDrizzle`, trpcBody, `t-tx-drizzle-${i}`),
-      'tRPC ours, transactional, unprepared insert: first execution': (i) =>
-        post(`${trpcUrl}/transactionalUnprepared`, trpcBody, `t-tx-unprepared-${i}`),
-      'tRPC floor, transactional: first execution': (i) =>
-        post(`${trpcUrl}/transactionalFloor`, trpcBody, `t-tx-floor-${i}`),
-      'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
-      // An A/A control: the floor again, under another name. Its quotient to the floor is what
-      // the machine's noise alone makes of two equal variants in this run.
-      'tRPC floor: first execution, again': (i) =>
-        post(`${trpcUrl}/floor`, trpcBody, `t-floor-again-${i}`),
-      'tRPC floor, SPEC record: first execution': (i) =>
-        post(`${trpcUrl}/specFloor`, trpcBody, `t-spec-floor-${i}`),
-      'tRPC floor: replay': (i) =>
-        post(`${trpcUrl}/floor`, trpcBody, `t-floor-replay-${i % replayKeys}`),
-      'Yoga plain': () => post(yogaPlainUrl!, yogaBody),
-      'Yoga ours: first execution': (i) => post(yogaIdempotentUrl!, yogaBody, `y-first-${i}`),
-      'Yoga ours: replay': (i) => post(yogaIdempotentUrl!, yogaBody, `y-replay-${i % replayKeys}`),
-      'Yoga ours: replay, cache off': (i) =>
-        post(yogaStoreReadUrl!, yogaBody, `y-replay-${i % replayKeys}`),
-      'Yoga floor: first execution': (i) => post(yogaPlainUrl!, yogaFloorBody, `y-floor-${i}`),
-      'Yoga floor: replay': (i) =>
-        post(yogaPlainUrl!, yogaFloorBody, `y-floor-replay-${i % replayKeys}`),
-    }
-
-    // Record the replayed keys, check that a replay is one (the header says so), and count
-    // each kind of request's statements, all before timing starts.
-    for (let i = 0; i < replayKeys; i++) {
-      for (const name of Object.keys(requests).filter((n) => n.includes('replay'))) {
-        await requests[name]!(i)
-      }
-    }
-    for (const [url, body, key] of [
-      [`${trpcUrl}/idempotent`, trpcBody, 't-replay-0'],
-      [`${trpcUrl}/storeRead`, trpcBody, 't-replay-0'],
-      [yogaIdempotentUrl!, yogaBody, 'y-replay-0'],
-      [yogaStoreReadUrl!, yogaBody, 'y-replay-0'],
-    ] as const) {
-      const response = await post(url, body, key)
-      if (response.headers.get('idempotent-replay') !== 'true') {
-        throw new Error(`bench: ${url} did not replay a recorded key`)
-      }
-    }
+    await recordReplays(requests)
     const statementsPerRequest: Record<string, number> = {}
     const roundTripsPerRequest: Record<string, number> = {}
     for (const [name, request] of Object.entries(requests)) {
@@ -245,67 +160,95 @@ export async function benchHttp(
       Object.entries(requests).map(([name, op]) => ({ name, op })),
       { ...budget, latencies: true },
     )
-    const ratiosOf = (
-      adapter: 'tRPC' | 'Yoga',
-      quotient: (a: VariantStats, b: VariantStats) => number,
-    ): HttpRatios => {
-      const of = (a: string, b: string) =>
-        quotient(byName(variants, `${adapter} ${a}`), byName(variants, `${adapter} ${b}`))
-      return {
-        firstVsPlain: of('ours: first execution', 'plain'),
-        replayVsPlain: of('ours: replay', 'plain'),
-        firstVsFloor: of('ours: first execution', 'floor: first execution'),
-        replayVsFloor: of('ours: replay', 'floor: replay'),
-        storeReplayVsFloor: of('ours: replay, cache off', 'floor: replay'),
-        floorFirstVsPlain: of('floor: first execution', 'plain'),
-      }
-    }
-    const ofMeans = (a: VariantStats, b: VariantStats) => ratio(a.wallUsPerOp, b.wallUsPerOp)
-    const both = (adapter: 'tRPC' | 'Yoga') => ({
-      ...ratiosOf(adapter, (a, b) => pairedRatio(a, b)),
-      ofMeans: ratiosOf(adapter, ofMeans),
-    })
-    const tx = byName(variants, 'tRPC ours, transactional: first execution')
-    const specFloor = byName(variants, 'tRPC floor, SPEC record: first execution')
-    const specVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
-      vsFloor: quotient(specFloor, byName(variants, 'tRPC floor: first execution')),
-      oursVsIt: quotient(byName(variants, 'tRPC ours: first execution'), specFloor),
-    })
-    const txFloor = byName(variants, 'tRPC floor, transactional: first execution')
-    const txVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
-      firstVsTxFloor: quotient(tx, txFloor),
-      drizzleVsTxFloor: quotient(
-        byName(variants, 'tRPC ours, transactional, drizzle insert: first execution'),
-        txFloor,
-      ),
-      unpreparedVsTxFloor: quotient(
-        byName(variants, 'tRPC ours, transactional, unprepared insert: first execution'),
-        txFloor,
-      ),
-      firstVsFloor: quotient(tx, byName(variants, 'tRPC floor: first execution')),
-      firstVsOurs: quotient(tx, byName(variants, 'tRPC ours: first execution')),
-    })
     return {
       backend: database.backend,
       settings: database.settings,
       variants,
       statementsPerRequest,
       ...(database.backend === 'postgres' ? { roundTripsPerRequest } : {}),
-      ratios: { tRPC: both('tRPC'), Yoga: both('Yoga') },
-      transactional: { ...txVs((a, b) => pairedRatio(a, b)), ofMeans: txVs(ofMeans) },
-      specRecordFloor: { ...specVs((a, b) => pairedRatio(a, b)), ofMeans: specVs(ofMeans) },
-      floorAgainVsFloor: {
-        medianOfRounds: pairedRatio(
-          byName(variants, 'tRPC floor: first execution, again'),
-          byName(variants, 'tRPC floor: first execution'),
-        ),
-        ofMeans: ofMeans(
-          byName(variants, 'tRPC floor: first execution, again'),
-          byName(variants, 'tRPC floor: first execution'),
-        ),
-      },
+      ...httpRatios(variants),
     }
   } finally {
     await Promise.all(servers.map((server) => server.close()))
+  }
+}
+
+/** The section's requests by variant name, on the servers at `urls` (see ./http-servers.ts). */
+function httpRequests(urls: string[]) {
+  const [trpcUrl, yogaPlainUrl, yogaIdempotentUrl, yogaStoreReadUrl] = urls
+  const post = async (url: string, body: string, key?: string) => {
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json',
+        ...(key === undefined ? {} : { 'idempotency-key': key }),
+      },
+      body,
+    })
+    const text = await response.text()
+    if (response.status !== 200 || text.includes('"errors"')) {
+      throw new Error(`bench: ${url} answered ${response.status}: ${text.slice(0, 300)}`)
+    }
+    return response
+  }
+  const order = { item: 'standing desk', quantity: 2 }
+  const trpcBody = JSON.stringify(order)
+  const gql = (field: string) =>
+    JSON.stringify({
+      query: `mutation ($item: String!, $quantity: Int!) { ${field}(item: $item, quantity: $quantity) { id item quantity } }`,
+      variables: order,
+    })
+  const yogaBody = gql('createOrder')
+  const yogaFloorBody = gql('createOrderFloor')
+
+  const requests: Record<string, (i: number) => Promise<Response>> = {
+    'tRPC plain': () => post(`${trpcUrl}/plain`, trpcBody),
+    'tRPC ours: first execution': (i) => post(`${trpcUrl}/idempotent`, trpcBody, `t-first-${i}`),
+    'tRPC ours: replay': (i) =>
+      post(`${trpcUrl}/idempotent`, trpcBody, `t-replay-${i % replayKeys}`),
+    'tRPC ours: replay, cache off': (i) =>
+      post(`${trpcUrl}/storeRead`, trpcBody, `t-replay-${i % replayKeys}`),
+    'tRPC ours, transactional: first execution': (i) =>
+      post(`${trpcUrl}/transactional`, trpcBody, `t-tx-first-${i}`),
+    'tRPC ours, transactional, drizzle insert: first execution': (i) =>
+      post(`${trpcUrl}/transactionalDrizzle`, trpcBody, `t-tx-drizzle-${i}`),
+    'tRPC ours, transactional, unprepared insert: first execution': (i) =>
+      post(`${trpcUrl}/transactionalUnprepared`, trpcBody, `t-tx-unprepared-${i}`),
+    'tRPC floor, transactional: first execution': (i) =>
+      post(`${trpcUrl}/transactionalFloor`, trpcBody, `t-tx-floor-${i}`),
+    'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
+    // An A/A control: the floor again, under another name. Its quotient to the floor is what
+    // the machine's noise alone makes of two equal variants in this run.
+    'tRPC floor: first execution, again': (i) =>
+      post(`${trpcUrl}/floor`, trpcBody, `t-floor-again-${i}`),
+    'tRPC floor, SPEC record: first execution': (i) =>
+      post(`${trpcUrl}/specFloor`, trpcBody, `t-spec-floor-${i}`),
+    'tRPC floor: replay': (i) =>
+      post(`${trpcUrl}/floor`, trpcBody, `t-floor-replay-${i % replayKeys}`),
+    'Yoga plain': () => post(yogaPlainUrl!, yogaBody),
+    'Yoga ours: first execution': (i) => post(yogaIdempotentUrl!, yogaBody, `y-first-${i}`),
+    'Yoga ours: replay': (i) => post(yogaIdempotentUrl!, yogaBody, `y-replay-${i % replayKeys}`),
+    'Yoga ours: replay, cache off': (i) =>
+      post(yogaStoreReadUrl!, yogaBody, `y-replay-${i % replayKeys}`),
+    'Yoga floor: first execution': (i) => post(yogaPlainUrl!, yogaFloorBody, `y-floor-${i}`),
+    'Yoga floor: replay': (i) =>
+      post(yogaPlainUrl!, yogaFloorBody, `y-floor-replay-${i % replayKeys}`),
+  }
+
+  return requests
+}
+
+/** Records every replayed key before timing starts, and checks that ours replays (its header). */
+async function recordReplays(requests: Record<string, (i: number) => Promise<Response>>) {
+  const replaying = Object.entries(requests).filter(([name]) => name.includes('replay'))
+  for (let i = 0; i < replayKeys; i++) {
+    for (const [, replay] of replaying) await replay(i)
+  }
+  for (const [name, replay] of replaying) {
+    const response = await replay(0)
+    if (name.includes('ours') && response.headers.get('idempotent-replay') !== 'true') {
+      throw new Error(`bench: ${name} did not replay a recorded key`)
+    }
   }
 }
