@@ -80,11 +80,11 @@ async function execute<TTransaction, T>(
   return { value, replayed: false }
 }
 
-/** Runs `store.sweep()` on the `sweepInterval` (an unref'd timer), one sweep at a time. */
+/** Runs `store.sweep(sweepOptions)` on the `sweepInterval` (an unref'd timer), one sweep at a time. */
 function startSweeping(
   context: EngineContext<unknown>,
 ): ReturnType<typeof setInterval> | undefined {
-  const { store, sweepInterval, logger } = context
+  const { store, sweepInterval, sweepOptions, logger } = context
   if (sweepInterval === undefined) return undefined
   // One sweep at a time: a backlog that outlasts the interval is not swept twice at once.
   let sweeping = false
@@ -92,7 +92,7 @@ function startSweeping(
     if (sweeping) return
     sweeping = true
     store
-      .sweep()
+      .sweep(sweepOptions)
       .catch((error) => logger.error('sweep failed', error))
       .finally(() => {
         sweeping = false

@@ -7,7 +7,8 @@ import { type Codec, defaultCodec } from '../codec'
 import { type Duration, toMilliseconds } from '../duration'
 import { defaultReplayCacheOptions, ReplayCache, type ReplayCacheOptions } from '../replay-cache'
 import { defaultStoreErrors } from '../settle'
-import type { IdempotencyStore } from '../store'
+import type { IdempotencyStore, SweepOptions } from '../store'
+import { sweepOptionsOf } from '../stores/sweep'
 import { createTelemetry, type Telemetry } from '../telemetry'
 import { defaultTelemetryOptions, type TelemetryOptions } from '../telemetry/options'
 import { boundOf } from './bounded'
@@ -59,6 +60,12 @@ export interface IdempotencyOptions<TTransaction = unknown> {
   logger?: Logger | undefined
   /** Run `store.sweep()` on this interval (unref'd timer); `false` to never. @default false */
   sweepInterval?: Duration | false | undefined
+  /**
+   * What the `sweepInterval` timer's sweeps pass to `store.sweep()` (`batchSize`, `limit`,
+   * `pause`): a `pause` leaves the database to the requests it serves while a backlog is swept.
+   * @default undefined (the store's defaults)
+   */
+  sweepOptions?: SweepOptions | undefined
   /**
    * How long a claim may wait for the store before it counts as unavailable (`onStoreError`
    * decides what then happens: 503 or running unprotected). Bounds the wait when a database
@@ -159,6 +166,7 @@ export const defaultIdempotencyOptions = Object.freeze({
   onEvent: undefined,
   logger: defaultLogger,
   sweepInterval: false,
+  sweepOptions: undefined,
   claimTimeout: '2s',
   completeTimeout: '1s',
   releaseTimeout: '1s',
@@ -187,6 +195,8 @@ export interface ResolvedOptions<TTransaction = unknown> {
   readonly logger: Logger
   /** Undefined: no sweep timer. */
   readonly sweepInterval: number | undefined
+  /** Checked when the engine is created; undefined: the store's defaults. */
+  readonly sweepOptions: SweepOptions | undefined
   /** The bounds of store calls; undefined: no bound. */
   readonly claimTimeout: number | undefined
   readonly completeTimeout: number | undefined
@@ -263,6 +273,7 @@ export function resolveOptions<TTransaction>(
     onEvent: options.onEvent,
     logger: options.logger ?? defaults.logger,
     sweepInterval: bound('sweepInterval'),
+    sweepOptions: checkedSweepOptions(options.sweepOptions),
     claimTimeout,
     completeTimeout,
     releaseTimeout,
@@ -281,3 +292,9 @@ type BoundOption =
   | 'releaseTimeout'
   | 'commitTimeout'
   | 'sweepInterval'
+
+/** `sweepOptions` as given, once every store would accept them (a TypeError otherwise). */
+function checkedSweepOptions(options: SweepOptions | undefined): SweepOptions | undefined {
+  sweepOptionsOf(options)
+  return options
+}

@@ -356,6 +356,26 @@ describe('engine: setup and sweeping', () => {
     }
   })
 
+  it("passes sweepOptions to the timer's sweeps, and refuses bad ones when the engine is created", async () => {
+    vi.useFakeTimers()
+    try {
+      const store = createMemoryStore()
+      const sweep = vi.spyOn(store, 'sweep')
+      const sweepOptions = { batchSize: 2000, pause: '150ms' } as const
+      const idempotency = createIdempotency({ store, sweepInterval: '1m', sweepOptions })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(sweep).toHaveBeenCalledWith(sweepOptions)
+      idempotency.close()
+    } finally {
+      vi.useRealTimers()
+    }
+    const store = createMemoryStore()
+    expect(() => createIdempotency({ store, sweepOptions: { pause: 'soon' as never } })).toThrow(
+      /sweep's pause must be/,
+    )
+    expect(() => createIdempotency({ store, sweepOptions: { batchSize: 0 } })).toThrow(TypeError)
+  })
+
   it('starts no sweep while the previous one still runs', async () => {
     vi.useFakeTimers()
     try {
