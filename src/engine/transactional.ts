@@ -3,8 +3,7 @@
  * the handler writes (in a savepoint of it), and the outcome is recorded and committed with the
  * handler's writes, or rolled back with them. The record is invisible to everyone else until the
  * COMMIT, and by then it is completed. The statements are in
- * src/stores/drizzle/postgres/transactional.ts; the
- * leases in ./transactional-lease.ts.
+ * src/stores/drizzle/postgres/transactional.ts; the leases in ./transactional-lease.ts.
  */
 import { StoreUnavailableError } from '../errors'
 import type { ClaimInput, ClaimResult, StoreTransaction, TransactionClaimResult } from '../store'
