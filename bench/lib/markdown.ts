@@ -25,3 +25,13 @@ export function answers(storm: StormResult): string {
     .map(([kind, count]) => `${count} × ${kind}`)
     .join(', ')
 }
+
+/** A run's targets as a table: what, the target, what was measured, met or not. */
+export function targetsTable(
+  targets: { name: string; target: string; measured: string; met: boolean }[],
+) {
+  return table(
+    ['what', 'target', 'measured', 'met'],
+    targets.map((t) => [t.name, t.target, t.measured, t.met ? 'yes' : '**no**']),
+  )
+}

@@ -7,7 +7,7 @@ import type { LoadResult } from '../sections/load'
 import type { RedisResult } from '../sections/redis'
 import type { TelemetryResult } from '../sections/telemetry'
 import type { Machine } from './machine'
-import { answers, latencyRows, table } from './markdown'
+import { answers, latencyRows, table, targetsTable } from './markdown'
 import { byName } from './measure'
 import { growthMarkdown } from './report-growth'
 import { loadMarkdown, loadTargets } from './report-load'
@@ -147,10 +147,7 @@ export function toMarkdown(results: Results): string {
     '',
     '## Targets',
     '',
-    table(
-      ['what', 'target', 'measured', 'met'],
-      results.targets.map((t) => [t.name, t.target, t.measured, t.met ? 'yes' : '**no**']),
-    ),
+    targetsTable(results.targets),
   ]
   if (results.engine) {
     const { engine } = results

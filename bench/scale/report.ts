@@ -1,5 +1,5 @@
 /** The scale bench's Markdown summary, bench/results/scale.md. */
-import { table } from '../lib/markdown'
+import { table, targetsTable } from '../lib/markdown'
 import type { Budget, VariantStats } from '../lib/measure'
 import type { SweepRun } from './sweep'
 import { newSpaceShare, type ScaleResults, settingOf } from './targets'
@@ -30,10 +30,7 @@ export function scaleMarkdown(results: ScaleResults): string {
     '',
     '## Targets',
     '',
-    table(
-      ['what', 'target', 'measured', 'met'],
-      results.targets.map((t) => [t.name, t.target, t.measured, t.met ? 'yes' : '**no**']),
-    ),
+    targetsTable(results.targets),
     ...bigTableSection(results),
     ...sweepSection(results),
     ...statementsSection(results),
