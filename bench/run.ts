@@ -242,7 +242,7 @@ async function main(): Promise<void> {
         }
         const tx = results.http.transactional
         log(
-          `  tRPC, transactional: first ÷ transactional floor ${tx.firstVsTxFloor}, drizzle insert ÷ it ${tx.drizzleVsTxFloor}, unprepared ÷ it ${tx.unpreparedVsTxFloor}, first ÷ floor ${tx.firstVsFloor}, ÷ ours outside transactional mode ${tx.firstVsOurs} (medians of rounds; ratios of means ${tx.ofMeans.firstVsTxFloor}, ${tx.ofMeans.unpreparedVsTxFloor}, ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs})`,
+          `  tRPC, transactional: first ÷ transactional floor ${tx.firstVsTxFloor}, drizzle insert ÷ it ${tx.drizzleVsTxFloor}, unprepared ÷ it ${tx.unpreparedVsTxFloor}, first ÷ floor ${tx.firstVsFloor}, ÷ ours outside transactional mode ${tx.firstVsOurs}; the floor as the mode runs it ÷ the transactional floor ${tx.modeFloorVsTxFloor}, first ÷ it ${tx.firstVsModeFloor} (medians of rounds; ratios of means ${tx.ofMeans.firstVsTxFloor}, ${tx.ofMeans.unpreparedVsTxFloor}, ${tx.ofMeans.firstVsFloor}, ${tx.ofMeans.firstVsOurs}, ${tx.ofMeans.modeFloorVsTxFloor}, ${tx.ofMeans.firstVsModeFloor})`,
         )
         const trips = results.http.roundTripsPerRequest
         if (trips) {

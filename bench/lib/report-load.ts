@@ -4,13 +4,14 @@ import { table } from './markdown'
 import type { Target } from './report'
 
 export function loadLines(load: LoadResult): string[] {
-  const { control } = load
+  const { control, specRecord: spec } = load
   return [
     ...Object.entries(load.ratios).map(
       ([server, r]) =>
         `${server}: first execution throughput ÷ floor ${r.throughput} (median of rounds ${r.throughputMedianOfRounds}), p99 ÷ floor ${r.p99}, server CPU ÷ floor ${r.serverCpu}; replays throughput ÷ floor's ${r.replayThroughput}, p99 ÷ ${r.replayP99}${r.storeReplayThroughput === undefined ? '' : `; cache off ${r.storeReplayThroughput}`}`,
     ),
     `A/A control, the tRPC floor twice: throughput ${control.throughput} (median of rounds ${control.throughputMedianOfRounds}), p99 ${control.p99}`,
+    `tRPC, the floor on the SPEC's record ÷ the floor: throughput ${spec.vsFloor.throughput} (median of rounds ${spec.vsFloor.throughputMedianOfRounds}), server CPU ${spec.vsFloor.serverCpu}; ours ÷ it: throughput ${spec.oursVsIt.throughput} (${spec.oursVsIt.throughputMedianOfRounds}), p99 ${spec.oursVsIt.p99}, server CPU ${spec.oursVsIt.serverCpu}`,
   ]
 }
 
@@ -84,16 +85,15 @@ export function loadMarkdown(load: LoadResult): string[] {
           r.replayP99,
           r.storeReplayThroughput ?? '',
         ]),
-        [
-          'A/A: the tRPC floor twice',
-          `${load.control.throughput} (${load.control.throughputMedianOfRounds})`,
-          load.control.p99,
-          load.control.serverCpu,
-          '',
-          '',
-          '',
-        ],
+        firstOnly('A/A: the tRPC floor twice', load.control),
+        firstOnly("tRPC: the floor on the SPEC's record ÷ the floor", load.specRecord.vsFloor),
+        firstOnly("tRPC: ours ÷ the floor on the SPEC's record", load.specRecord.oursVsIt),
       ],
     ),
   ]
+}
+
+/** A row of the ratios table with first executions only. */
+function firstOnly(name: string, r: LoadRatios) {
+  return [name, `${r.throughput} (${r.throughputMedianOfRounds})`, r.p99, r.serverCpu, '', '', '']
 }

@@ -312,5 +312,6 @@ function transactionalLine(tx: HttpResult['transactional']): string {
     `first execution, the handler inserting with the floor's own prepared statement on the transaction's connection, ÷ the transactional floor (BEGIN, claim, insert, complete, COMMIT, hand-written and prepared) ${pair('firstVsTxFloor')};`,
     `with the handler's insert built by drizzle and named with \`.prepare()\` ${pair('drizzleVsTxFloor')}, by drizzle unprepared ${pair('unpreparedVsTxFloor')};`,
     `÷ the floor outside a transaction ${pair('firstVsFloor')}; ÷ ours outside transactional mode ${pair('firstVsOurs')}.`,
+    `The transactional floor as the mode runs it (in a drizzle transaction, on the SPEC's record, a SAVEPOINT sent with the claim before the insert) ÷ the transactional floor ${pair('modeFloorVsTxFloor')}; ours ÷ it ${pair('firstVsModeFloor')}.`,
   ].join(' ')
 }

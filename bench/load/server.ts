@@ -67,9 +67,13 @@ async function main(): Promise<void> {
     })
   const redisFloor = redis && createRedisFloor(redis.client, `im-load:${process.pid}:floor:`)
 
-  /** The keyed mutation each server offers, by name: the floor, ours, ours on Redis. */
+  /**
+   * The keyed mutation each server offers, by name: the floor, the floor on a table of the
+   * SPEC's record, ours, ours on Redis.
+   */
   const protect = (name: string, key: string, input: OrderInput, run: () => Promise<unknown>) => {
     if (name === 'floor') return floor(query, key, () => placeOrder(input))
+    if (name === 'specFloor') return floor(query, key, () => placeOrder(input), true)
     if (name === 'redisFloor' && redisFloor) return redisFloor(key, () => placeOrder(input))
     return run()
   }
@@ -92,6 +96,7 @@ async function main(): Promise<void> {
       .mutation(({ input }) => placeOrder(input))
   const router = t.router({
     floor: floorProcedure('floor'),
+    specFloor: floorProcedure('specFloor'),
     ours: oursProcedure(engines.ours),
     storeRead: oursProcedure(engines.storeRead),
     ...(redisEngine

@@ -36,6 +36,10 @@ export function httpRatios(
     oursVsIt: quotient(byName(variants, 'tRPC ours: first execution'), specFloor),
   })
   const txFloor = byName(variants, 'tRPC floor, transactional: first execution')
+  const modeFloor = byName(
+    variants,
+    'tRPC floor, transactional as the mode runs it: first execution',
+  )
   const txVs = (quotient: (a: VariantStats, b: VariantStats) => number) => ({
     firstVsTxFloor: quotient(tx, txFloor),
     drizzleVsTxFloor: quotient(
@@ -48,6 +52,8 @@ export function httpRatios(
     ),
     firstVsFloor: quotient(tx, byName(variants, 'tRPC floor: first execution')),
     firstVsOurs: quotient(tx, byName(variants, 'tRPC ours: first execution')),
+    modeFloorVsTxFloor: quotient(modeFloor, txFloor),
+    firstVsModeFloor: quotient(tx, modeFloor),
   })
   return {
     ratios: { tRPC: both('tRPC'), Yoga: both('Yoga') },

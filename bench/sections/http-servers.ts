@@ -21,6 +21,11 @@ export interface HttpApp {
   placeOrder(input: OrderInput): Promise<OrderRow>
   floor(key: string, input: OrderInput, onSpecRecord?: boolean): Promise<OrderRow>
   floorInTransaction(key: string, input: OrderInput): Promise<OrderRow>
+  /**
+   * The transactional floor as transactional mode runs it: in a drizzle transaction, on the
+   * SPEC's record, a SAVEPOINT sent with the claim before the insert.
+   */
+  floorAsTransactionalMode(key: string, input: OrderInput): Promise<OrderRow>
   /** `query`, its statements counted with the section's own. */
   counted(query: Query): Query
   insertThroughDrizzle(
@@ -32,7 +37,8 @@ export interface HttpApp {
 
 /** Starts them; the URLs in the order tRPC, Yoga plain, Yoga with the plugin, Yoga cache off. */
 export async function startHttpServers(lib: Library, schema: string, app: HttpApp) {
-  const { placeOrder, floor, floorInTransaction, insertThroughDrizzle } = app
+  const { placeOrder, floor, floorInTransaction, floorAsTransactionalMode, insertThroughDrizzle } =
+    app
   const { idempotency, storeRead, transactional } = app.engines
   return Promise.all([startTrpc(), ...startYogas()])
 
@@ -76,6 +82,11 @@ export async function startHttpServers(lib: Library, schema: string, app: HttpAp
         const key = ctx.req.headers['idempotency-key']
         if (typeof key !== 'string') throw new Error('the floor needs a key')
         return floorInTransaction(key, input)
+      }),
+      transactionalModeFloor: t.procedure.input(parse).mutation(({ input, ctx }) => {
+        const key = ctx.req.headers['idempotency-key']
+        if (typeof key !== 'string') throw new Error('the floor needs a key')
+        return floorAsTransactionalMode(key, input)
       }),
       floor: t.procedure.input(parse).mutation(({ input, ctx }) => {
         const key = ctx.req.headers['idempotency-key']
@@ -185,7 +196,7 @@ export async function insertWithDrizzle(
  * The floor's own statements on the connection of a drizzle transaction (postgres.js or PGlite),
  * prepared: a handler that writes as the transactional floor does.
  */
-function onConnectionOf(tx: unknown): Query {
+export function onConnectionOf(tx: unknown): Query {
   const client = (tx as { session?: { client?: Record<string, unknown> } }).session?.client
   const unsafe = client?.unsafe as
     | ((text: string, params: unknown[], options: object) => Promise<unknown>)

@@ -18,7 +18,7 @@ import type { PgDatabase as Database } from '../lib/database'
 import { type Budget, compare, round, type VariantStats } from '../lib/measure'
 import { createFloor, createFloorTables, insertOrder, type OrderInput, type Query } from './floor'
 import { httpRatios } from './http-ratios'
-import { insertWithDrizzle, ordersTable, startHttpServers } from './http-servers'
+import { insertWithDrizzle, onConnectionOf, ordersTable, startHttpServers } from './http-servers'
 
 export interface HttpResult {
   backend: string
@@ -70,6 +70,13 @@ export interface TransactionalRatios {
   /** ÷ the floor outside a transaction, and ÷ ours outside transactional mode. */
   firstVsFloor: number
   firstVsOurs: number
+  /**
+   * The transactional floor as the mode runs it (a drizzle transaction, the SPEC's record, a
+   * SAVEPOINT sent with the claim) ÷ the transactional floor, and ours ÷ it: what the mode's
+   * shape costs any code, and what the library adds to it.
+   */
+  modeFloorVsTxFloor: number
+  firstVsModeFloor: number
 }
 
 export interface HttpRatios {
@@ -126,6 +133,23 @@ export async function benchHttp(
       const inTransaction = counted(tx)
       return floorCall(inTransaction, key, () => insertOrder(inTransaction, schema, input))
     })
+  // The same as transactional mode runs it, hand-written: in a drizzle transaction, on the
+  // SPEC's record, a SAVEPOINT sent behind the claim (in its round trip, as the mode sends it)
+  // before the insert. Not in it: the bound on a duplicate's lock wait, the guard against a
+  // closing connection, the time bounds, the engine and the adapter.
+  const floorAsTransactionalMode = (key: string, input: OrderInput) =>
+    database.db.transaction((tx) => {
+      const send = counted(onConnectionOf(tx))
+      let claimed = false
+      const withSavepoint: Query = <Row>(text: string, params: unknown[]) => {
+        if (claimed) return send<Row>(text, params)
+        claimed = true
+        // Both asked for in this tick: postgres.js writes them together, the claim first.
+        const answer = send<Row>(text, params)
+        return send('savepoint floor_handler', []).then(() => answer)
+      }
+      return floorCall(withSavepoint, key, () => insertOrder(send, schema, input), true)
+    })
 
   const servers = await startHttpServers(lib, schema, {
     counted,
@@ -133,6 +157,7 @@ export async function benchHttp(
     placeOrder,
     floor,
     floorInTransaction,
+    floorAsTransactionalMode,
     insertThroughDrizzle,
   })
   try {
@@ -217,6 +242,8 @@ function httpRequests(urls: string[]) {
       post(`${trpcUrl}/transactionalUnprepared`, trpcBody, `t-tx-unprepared-${i}`),
     'tRPC floor, transactional: first execution': (i) =>
       post(`${trpcUrl}/transactionalFloor`, trpcBody, `t-tx-floor-${i}`),
+    'tRPC floor, transactional as the mode runs it: first execution': (i) =>
+      post(`${trpcUrl}/transactionalModeFloor`, trpcBody, `t-tx-mode-floor-${i}`),
     'tRPC floor: first execution': (i) => post(`${trpcUrl}/floor`, trpcBody, `t-floor-${i}`),
     // An A/A control: the floor again, under another name. Its quotient to the floor is what
     // the machine's noise alone makes of two equal variants in this run.

@@ -30,6 +30,12 @@ export interface LoadResult {
   /** Ours ÷ the floor per server, and the A/A control. */
   ratios: Record<string, LoadRatios>
   control: LoadRatios
+  /**
+   * tRPC on PostgreSQL against the floor on a table of the SPEC's record (its eight columns, the
+   * `expires_at` index, the store's parameters): that floor ÷ the floor, and ours ÷ that floor.
+   * The first is what writing the record costs any library; the second, the rest of ours.
+   */
+  specRecord: { vsFloor: LoadRatios; oursVsIt: LoadRatios }
 }
 
 export interface LoadRatios {
@@ -70,7 +76,12 @@ export async function benchLoad(
       post(`${ready.trpc}/${procedure}`, order, key)
     const yoga = (url: string, field: string) => (key: string) => post(url, gql(field), key)
     const servers: Record<string, Record<string, (key: string) => Promise<Reply>>> = {
-      tRPC: { floor: trpc('floor'), ours: trpc('ours'), 'ours, cache off': trpc('storeRead') },
+      tRPC: {
+        floor: trpc('floor'),
+        ours: trpc('ours'),
+        'ours, cache off': trpc('storeRead'),
+        'floor on the SPEC record': trpc('specFloor'),
+      },
       Yoga: {
         floor: yoga(ready.yogaFloor, 'createOrderFloor'),
         ours: yoga(ready.yoga, 'createOrder'),
@@ -86,6 +97,8 @@ export async function benchLoad(
       if (name === 'tRPC') {
         requests[`${name} floor: first execution, again`] = (i) =>
           routes.floor!(`${tag}-again-${i}`)
+        requests[`${name} floor on the SPEC record: first execution`] = (i) =>
+          routes['floor on the SPEC record']!(`${tag}-spec-${i}`)
       }
       requests[`${name} ours: first execution`] = (i) => routes.ours!(`${tag}-ours-${i}`)
       requests[`${name} floor: replay`] = (i) => routes.floor!(`${tag}-floor-r${i % replayKeys}`)
@@ -119,6 +132,18 @@ export async function benchLoad(
         'tRPC floor: first execution, again',
         'tRPC floor: first execution',
       ),
+      specRecord: {
+        vsFloor: versus(
+          variants,
+          'tRPC floor on the SPEC record: first execution',
+          'tRPC floor: first execution',
+        ),
+        oursVsIt: versus(
+          variants,
+          'tRPC ours: first execution',
+          'tRPC floor on the SPEC record: first execution',
+        ),
+      },
     }
   } finally {
     agent.destroy()

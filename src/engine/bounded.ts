@@ -23,12 +23,20 @@ export class StoreTimeoutError extends Error {
  */
 export function bounded<T>(promise: Promise<T>, ms: number | undefined, stage: string): Promise<T> {
   if (ms === undefined) return promise
-  promise.catch(() => {})
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StoreTimeoutError(stage, ms)), ms)
+  // One promise and one timer per call, on every store call: no race, no finally.
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new StoreTimeoutError(stage, ms)), ms)
+    promise.then(
+      (value) => {
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (error: unknown) => {
+        clearTimeout(timer)
+        reject(error)
+      },
+    )
   })
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
 
 /** A duration option that may be `false` (no bound), in milliseconds or undefined. */
