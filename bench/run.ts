@@ -121,7 +121,7 @@ const budgets = quick
         serverTimeCalls: 500,
       } satisfies RedisBudgets,
       http: { batch: 5, rounds: 300, maxMs: 75_000, warmupRounds: 4 },
-      load: { batch: 8 * loadClients, rounds: 40, maxMs: 35_000, warmupRounds: 1 },
+      load: { batch: 8 * loadClients, rounds: 60, maxMs: 50_000, warmupRounds: 1 },
     }
 
 const log = (line: string) => console.log(`[bench] ${line}`)

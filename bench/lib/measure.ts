@@ -24,6 +24,11 @@ export interface Budget {
    * before and after each batch: its share per operation is reported beside this process's.
    */
   otherCpuUs?: () => Promise<number>
+  /**
+   * How many times this process has slept and been woken so far (voluntary context switches),
+   * read before and after each batch: reported per operation.
+   */
+  wakeups?: () => number
 }
 
 export interface Variant {
@@ -40,6 +45,8 @@ export interface VariantStats {
   cpuUsPerOp: number
   /** The same of the other process the budget names ({@link Budget.otherCpuUs}). */
   otherCpuUsPerOp?: number
+  /** This process's wakeups per operation ({@link Budget.wakeups}). */
+  wakeupsPerOp?: number
   opsPerSecond: number
   /** Wall time per operation (wall / ops, for one caller in flight), in microseconds. */
   wallUsPerOp: number
@@ -56,6 +63,7 @@ interface Accumulator {
   wallMs: number
   cpuUs: number
   otherCpuUs: number
+  wakeups: number
   latencies: number[]
   rounds: number[]
   cpuRounds: number[]
@@ -120,6 +128,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
     wallMs: 0,
     cpuUs: 0,
     otherCpuUs: 0,
+    wakeups: 0,
     latencies: [],
     rounds: [],
     cpuRounds: [],
@@ -139,6 +148,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
       const variant = variants[index]!
       const total = totals[index]!
       const other0 = await budget.otherCpuUs?.()
+      const wakeups0 = budget.wakeups?.()
       const cpu0 = process.cpuUsage()
       const t0 = performance.now()
       await runBatch(
@@ -150,6 +160,7 @@ export async function compare(variants: Variant[], budget: Budget): Promise<Vari
       )
       const wall = performance.now() - t0
       const cpu = process.cpuUsage(cpu0)
+      if (wakeups0 !== undefined) total.wakeups += budget.wakeups!() - wakeups0
       if (other0 !== undefined) total.otherCpuUs += (await budget.otherCpuUs!()) - other0
       counters[index]! += budget.batch
       total.ops += budget.batch
@@ -175,6 +186,7 @@ function summarize(name: string, total: Accumulator): VariantStats {
     roundCpuUs: total.cpuRounds.map((us) => round(us, 1)),
   }
   if (total.otherCpuUs > 0) stats.otherCpuUsPerOp = round(total.otherCpuUs / total.ops, 2)
+  if (total.wakeups > 0) stats.wakeupsPerOp = round(total.wakeups / total.ops, 2)
   if (total.latencies.length > 0) {
     stats.p50Ms = round(percentile(total.latencies, 0.5), 3)
     stats.p99Ms = round(percentile(total.latencies, 0.99), 3)

@@ -122,6 +122,7 @@ export function checkTargets(results: Omit<Results, 'targets'>): Target[] {
         },
       )
     }
+    if (http.backend === 'postgres') targets.push(transactionalTarget(http.transactional))
   }
   targets.push({
     name: '`npm run bench` duration',
@@ -302,6 +303,15 @@ export function toMarkdown(results: Results): string {
   }
   if (results.load) out.push(...loadMarkdown(results.load))
   return `${out.join('\n')}\n`
+}
+
+function transactionalTarget(tx: HttpResult['transactional']): Target {
+  return {
+    name: 'tRPC in transactional mode (postgres): first execution vs its own floor (BEGIN, claim, insert, complete, COMMIT)',
+    target: '≤ 1.10×',
+    measured: `${tx.firstVsTxFloor}× (ratio of means ${tx.ofMeans.firstVsTxFloor}×); the floor as the mode runs it ÷ the floor ${tx.modeFloorVsTxFloor}×, ours ÷ it ${tx.firstVsModeFloor}×`,
+    met: tx.firstVsTxFloor <= 1.1,
+  }
 }
 
 function transactionalLine(tx: HttpResult['transactional']): string {
