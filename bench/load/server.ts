@@ -95,6 +95,10 @@ async function main(): Promise<void> {
       .input(parse)
       .mutation(({ input }) => placeOrder(input))
   const router = t.router({
+    // A control for replays: an answer that waits on nothing.
+    constant: t.procedure
+      .input(parse)
+      .mutation(({ input }) => ({ id: '1', item: input.item, quantity: input.quantity })),
     floor: floorProcedure('floor'),
     specFloor: floorProcedure('specFloor'),
     ours: oursProcedure(engines.ours),

@@ -109,6 +109,8 @@ export async function benchLoad(
           routes['ours, cache off']!(`${tag}-store-r${i % replayKeys}`)
       }
     }
+    // A control for the replays: the same procedure shape answered at once, with no I/O.
+    requests['tRPC, no I/O: a constant answer'] = (i) => trpc('constant')(`constant-${i}`)
     await recordReplays(requests)
     const perRequest = await countPerRequest(requests, server)
     const variants = await compare(
