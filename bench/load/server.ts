@@ -53,8 +53,11 @@ async function main(): Promise<void> {
     table: lib.drizzle.defineIdempotencyTable('records_load', schema),
   })
   await store.ensureTable()
+  // An engine per server: a replay cache shared with the other server's first executions would
+  // hold fewer of the replayed keys.
   const engines = {
     ours: lib.core.createIdempotency({ store }),
+    yoga: lib.core.createIdempotency({ store }),
     storeRead: lib.core.createIdempotency({ store, replayCache: false }),
   }
   const floor = createFloor(schema)
@@ -135,7 +138,7 @@ async function main(): Promise<void> {
       plugins,
     })
   const yogaServer = createServer(
-    yogaWith([lib.envelop.useIdempotency({ idempotency: engines.ours })]),
+    yogaWith([lib.envelop.useIdempotency({ idempotency: engines.yoga })]),
   )
   const yogaFloorServer = createServer(yogaWith([]))
 
