@@ -83,6 +83,11 @@ export interface SweepOptions {
    * step (memory) or not at all (Redis) have nothing to pace. @default 0
    */
   pause?: Duration | undefined
+  /**
+   * Stops the sweep between two batches (a pause ends at once): it resolves with the records
+   * deleted so far. Already aborted, the sweep deletes nothing.
+   */
+  signal?: AbortSignal | undefined
 }
 
 /**

@@ -20,7 +20,7 @@ export function createIdempotency<TTransaction = unknown>(
   // A store without a clock of its own (the memory store) follows the engine's, Date.now
   // included; last, so that an engine refused for a bad option leaves the store untouched.
   store.useClock?.(context.now)
-  const timer = startSweeping(context)
+  const sweeping = startSweeping(context)
   return {
     // The transactional overload differs only in its handler's type: a handler that needs
     // `tx` runs with a transactional request, which hands it one.
@@ -32,7 +32,7 @@ export function createIdempotency<TTransaction = unknown>(
     sweep: (options) => store.sweep(options),
     drain: () => background.drain(),
     close: () => {
-      clearInterval(timer)
+      sweeping?.stop()
       background.close()
     },
     store,
@@ -80,24 +80,36 @@ async function execute<TTransaction, T>(
   return { value, replayed: false }
 }
 
-/** Runs `store.sweep(sweepOptions)` on the `sweepInterval` (an unref'd timer), one sweep at a time. */
-function startSweeping(
-  context: EngineContext<unknown>,
-): ReturnType<typeof setInterval> | undefined {
+/**
+ * Runs `store.sweep()` on the `sweepInterval` (an unref'd timer), one sweep at a time; `stop()`
+ * ends the timer and the sweep that is running.
+ */
+function startSweeping(context: EngineContext<unknown>): { stop(): void } | undefined {
   const { store, sweepInterval, sweepOptions, logger } = context
   if (sweepInterval === undefined) return undefined
+  const stopped = new AbortController()
+  const signal =
+    sweepOptions.signal === undefined
+      ? stopped.signal
+      : AbortSignal.any([sweepOptions.signal, stopped.signal])
+  const options = { ...sweepOptions, signal }
   // One sweep at a time: a backlog that outlasts the interval is not swept twice at once.
   let sweeping = false
   const timer = setInterval(() => {
     if (sweeping) return
     sweeping = true
     store
-      .sweep(sweepOptions)
+      .sweep(options)
       .catch((error) => logger.error('sweep failed', error))
       .finally(() => {
         sweeping = false
       })
   }, sweepInterval)
   timer.unref()
-  return timer
+  return {
+    stop: () => {
+      clearInterval(timer)
+      stopped.abort()
+    },
+  }
 }

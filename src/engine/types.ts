@@ -158,14 +158,20 @@ export interface Idempotency<TTransaction = unknown> {
   ): Promise<ExecuteResult<T>>
   /** The lower-level step adapters use when the end of an operation is seen in another hook. */
   begin(request: OperationRequest): Promise<Attempt<TTransaction>>
-  /** Deletes expired records through the store (`batchSize`, `limit`, `pause`: `store.sweep()`'s). */
+  /**
+   * Deletes expired records through the store (`batchSize`, `limit`, `pause`, `signal`:
+   * `store.sweep()`'s, back to back unless `pause` says otherwise).
+   */
   sweep(options?: SweepOptions): Promise<number>
   /**
    * Waits for the completions still being retried in the background (see `completeTimeout`) to
    * land or give up. For tests and graceful shutdowns.
    */
   drain(): Promise<void>
-  /** Stops the sweep timer, if any, and makes background completions give up at their next pause. */
+  /**
+   * Stops the sweep timer, if any, and the sweep it is running (at its next batch), and makes
+   * background completions give up at their next pause.
+   */
   close(): void
   readonly store: IdempotencyStore<TTransaction>
   /** The engine's `transactional` option: whether operations run in transactions by default. */

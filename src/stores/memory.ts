@@ -127,7 +127,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Inspectable
 
     // One pass over memory: nothing to batch or pace, but the options are checked as everywhere.
     async sweep(sweepOptions?: SweepOptions): Promise<number> {
-      return records.sweep(now(), sweepOptionsOf(sweepOptions).limit)
+      const { limit, signal } = sweepOptionsOf(sweepOptions)
+      return signal?.aborted ? 0 : records.sweep(now(), limit)
     },
   }
 }

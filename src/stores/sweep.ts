@@ -27,5 +27,23 @@ export function sweepOptionsOf(options: SweepOptions = {}) {
       `idempotent-mutations: sweep's pause must be at most ${longestPauseMs} ms (got ${pauseMs})`,
     )
   }
-  return { batchSize, limit, pauseMs }
+  const { signal } = options
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError("idempotent-mutations: sweep's signal must be an AbortSignal")
+  }
+  return { batchSize, limit, pauseMs, signal }
+}
+
+/** Waits `ms`, or less if `signal` aborts meanwhile. */
+export function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal?.aborted) return Promise.resolve()
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal?.addEventListener('abort', done, { once: true })
+  })
 }

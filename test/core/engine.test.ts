@@ -361,10 +361,10 @@ describe('engine: setup and sweeping', () => {
     try {
       const store = createMemoryStore()
       const sweep = vi.spyOn(store, 'sweep')
-      const sweepOptions = { batchSize: 2000, pause: '150ms' } as const
+      const sweepOptions = { batchSize: 500, pause: '1s' } as const
       const idempotency = createIdempotency({ store, sweepInterval: '1m', sweepOptions })
       await vi.advanceTimersByTimeAsync(60_000)
-      expect(sweep).toHaveBeenCalledWith(sweepOptions)
+      expect(sweep).toHaveBeenCalledWith({ ...sweepOptions, signal: expect.any(AbortSignal) })
       idempotency.close()
     } finally {
       vi.useRealTimers()
@@ -374,6 +374,67 @@ describe('engine: setup and sweeping', () => {
       /sweep's pause must be/,
     )
     expect(() => createIdempotency({ store, sweepOptions: { batchSize: 0 } })).toThrow(TypeError)
+  })
+
+  it("paces the timer's sweeps by default, over which sweepOptions go", async () => {
+    vi.useFakeTimers()
+    try {
+      const store = createMemoryStore()
+      const sweep = vi.spyOn(store, 'sweep')
+      const paced = createIdempotency({ store, sweepInterval: '1m' })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(sweep).toHaveBeenLastCalledWith({
+        batchSize: 2000,
+        pause: '150ms',
+        signal: expect.any(AbortSignal),
+      })
+      paced.close()
+      const backToBack = createIdempotency({
+        store,
+        sweepInterval: '1m',
+        sweepOptions: { pause: 0 },
+      })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(sweep).toHaveBeenLastCalledWith({
+        batchSize: 2000,
+        pause: 0,
+        signal: expect.any(AbortSignal),
+      })
+      backToBack.close()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('stops a running sweep when closed, and follows a signal of its own too', async () => {
+    vi.useFakeTimers()
+    try {
+      const store = createMemoryStore()
+      const signals: AbortSignal[] = []
+      vi.spyOn(store, 'sweep').mockImplementation(async (options) => {
+        signals.push(options!.signal!)
+        return 0
+      })
+      const idempotency = createIdempotency({ store, sweepInterval: '1m' })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(signals[0]!.aborted).toBe(false)
+      idempotency.close()
+      expect(signals[0]!.aborted).toBe(true)
+
+      const own = new AbortController()
+      const withOwn = createIdempotency({
+        store,
+        sweepInterval: '1m',
+        sweepOptions: { signal: own.signal },
+      })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(signals[1]!.aborted).toBe(false)
+      own.abort()
+      expect(signals[1]!.aborted).toBe(true)
+      withOwn.close()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('starts no sweep while the previous one still runs', async () => {

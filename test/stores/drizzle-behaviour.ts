@@ -198,6 +198,34 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
       } finally {
         timers.mockRestore()
       }
+
+      // A signal stops it between two batches, and a pause at once; aborted before, it deletes
+      // nothing.
+      for (let i = 0; i < 4; i++) {
+        const claim = { ...claimInput(), scope: 's', key: `stopped-${i}`, ttlMs: 60_000 }
+        await store.claim(claim)
+        await store.complete({ ...claim, response: 'r', ttlMs: 60_000 })
+      }
+      await query(
+        sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key like 'stopped-%'`,
+      )
+      await expect(store.sweep({ signal: AbortSignal.abort() })).resolves.toBe(0)
+      await expect(store.sweep({ signal: {} as AbortSignal })).rejects.toThrow(
+        /sweep's signal must be an AbortSignal/,
+      )
+      const stop = new AbortController()
+      // A pause far longer than the test may take: only the abort ends it.
+      const sweeping = store.sweep({ batchSize: 2, pause: '1h', signal: stop.signal })
+      // The first batch done: it waits in its pause.
+      await vi.waitFor(async () => {
+        const [row] = await query(
+          sql`select count(*)::int as n from ${sql.identifier(schema!)}.${sql.identifier(name)} where key like 'stopped-%'`,
+        )
+        expect(Number((row as { n: number }).n)).toBe(2)
+      })
+      stop.abort()
+      expect(await sweeping).toBe(2)
+      expect(await store.sweep()).toBe(2)
     })
 
     it('ensureTable creates the columns, primary key and index the drizzle table defines, and can run again', async () => {

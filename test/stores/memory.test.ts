@@ -84,8 +84,10 @@ describe('memory store bookkeeping across scopes', () => {
     expect(await store.get('c', '1')).toBeUndefined()
     expect(await store.get('b', '2')).toMatchObject({ status: 'in_progress' })
 
-    // Expired records are swept, and their slots count as free again.
+    // Expired records are swept (not by a sweep already stopped), and their slots count as
+    // free again.
     local.advance(120_000)
+    expect(await store.sweep({ signal: AbortSignal.abort() })).toBe(0)
     expect(await store.sweep()).toBe(3)
     for (const key of ['1', '2', '3']) {
       expect((await store.claim(input('e', key))).claimed).toBe(true)

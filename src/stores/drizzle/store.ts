@@ -8,10 +8,8 @@ import type {
   SweepOptions,
 } from '../../store'
 import { type PinnedInspection, type PinnedRecord, releaseKeyWith } from '../operator'
-import { sweepOptionsOf } from '../sweep'
+import { pauseUnlessAborted, sweepOptionsOf } from '../sweep'
 import { type ClaimPhases, claimInPhases } from './claim'
-
-const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /** What each dialect of the Drizzle store answers; {@link sqlStore} makes a store of it. */
 export interface SqlDialect {
@@ -49,15 +47,15 @@ export function sqlStore(dialect: SqlDialect): InspectableStore & {
       releaseKeyWith(scope, key, options, dialect.inspect, dialect.deletePinned),
 
     async sweep(options?: SweepOptions): Promise<number> {
-      const { batchSize, limit, pauseMs } = sweepOptionsOf(options)
+      const { batchSize, limit, pauseMs, signal } = sweepOptionsOf(options)
       let deleted = 0
-      while (deleted < limit) {
+      while (deleted < limit && !signal?.aborted) {
         const size = Math.min(batchSize, limit - deleted)
         const count = await dialect.sweepBatch(size)
         deleted += count
         // A short batch means nothing expired is left (or the rest is locked by claims).
         if (count < size) break
-        if (pauseMs > 0 && deleted < limit) await delay(pauseMs)
+        if (pauseMs > 0 && deleted < limit) await pauseUnlessAborted(pauseMs, signal)
       }
       return deleted
     },
