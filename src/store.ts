@@ -85,7 +85,8 @@ export interface SweepOptions {
   pause?: Duration | undefined
   /**
    * Stops the sweep between two batches (a pause ends at once): it resolves with the records
-   * deleted so far. Already aborted, the sweep deletes nothing.
+   * deleted so far. Already aborted, the sweep deletes nothing. In the engine's `sweepOptions`,
+   * it ends the timer's sweeps for good. @default undefined
    */
   signal?: AbortSignal | undefined
 }

@@ -148,7 +148,8 @@ export async function benchHttp(
         // Both asked for in this tick: postgres.js writes them together, the claim first. The
         // SAVEPOINT is not counted as a statement, as ours is not (drizzle's logger skips it).
         const answer = send<Row>(text, params)
-        return connection('savepoint floor_handler', []).then(() => answer)
+        const savepoint = connection('savepoint floor_handler', [])
+        return Promise.all([answer, savepoint]).then(([rows]) => rows)
       }
       return floorCall(withSavepoint, key, () => insertOrder(send, schema, input), true)
     })

@@ -7,7 +7,7 @@
  * under a second name, the A/A control of the run.
  */
 import { type ChildProcess, fork } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { join } from 'node:path'
 import type { BuiltLibrary } from '../lib/build'
@@ -120,7 +120,7 @@ export async function benchLoad(
         concurrency: loadClients,
         latencies: true,
         otherCpuUs: async () => (await server.stats()).cpuUs,
-        ...(existsSync('/proc/self/task') ? { wakeups: ownWakeups } : {}),
+        ...(existsSync(`/proc/self/task/${process.pid}/status`) ? { wakeups: ownWakeups } : {}),
       },
     )
     const ratios: Record<string, LoadRatios> = {}
@@ -227,18 +227,15 @@ async function countPerRequest(
 }
 
 /**
- * The load generator's voluntary context switches so far, all its threads: each is a sleep in
- * which it had nothing to read, ended by a server's answer. A server that answers every request
- * at once, without waiting on anything, wakes it about once per answer; one that waits on its
- * database answers in bursts, and a burst wakes it once. Read from /proc (Linux).
+ * The load generator's voluntary context switches so far, on its main thread (the event loop
+ * that reads the answers; the garbage collector's helper threads are left out): each is a sleep
+ * in which it had nothing to read, ended by a server's answer. A server that answers every
+ * request at once, without waiting on anything, wakes it about once per answer; one that waits
+ * on its database answers in bursts, and a burst wakes it once. Read from /proc (Linux).
  */
 function ownWakeups(): number {
-  let total = 0
-  for (const thread of readdirSync('/proc/self/task')) {
-    const status = readFileSync(`/proc/self/task/${thread}/status`, 'utf8')
-    total += Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1] ?? 0)
-  }
-  return total
+  const status = readFileSync(`/proc/self/task/${process.pid}/status`, 'utf8')
+  return Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1] ?? 0)
 }
 
 interface Reply {

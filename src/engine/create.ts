@@ -31,9 +31,10 @@ export function createIdempotency<TTransaction = unknown>(
     begin: (request) => begin(context, request),
     sweep: (options) => store.sweep(options),
     drain: () => background.drain(),
-    close: () => {
-      sweeping?.stop()
+    close: async () => {
+      const stopping = sweeping?.stop()
       background.close()
+      await stopping
     },
     store,
     logger: context.logger,
@@ -81,35 +82,42 @@ async function execute<TTransaction, T>(
 }
 
 /**
- * Runs `store.sweep()` on the `sweepInterval` (an unref'd timer), one sweep at a time; `stop()`
- * ends the timer and the sweep that is running.
+ * Runs `store.sweep()` on the `sweepInterval` (an unref'd timer), one sweep at a time, until
+ * `stop()` or the abort of `sweepOptions.signal`: either ends the timer and the sweep that is
+ * running. `stop()` resolves once that sweep has ended.
  */
-function startSweeping(context: EngineContext<unknown>): { stop(): void } | undefined {
+function startSweeping(context: EngineContext<unknown>): { stop(): Promise<void> } | undefined {
   const { store, sweepInterval, sweepOptions, logger } = context
   if (sweepInterval === undefined) return undefined
   const stopped = new AbortController()
-  const signal =
-    sweepOptions.signal === undefined
-      ? stopped.signal
-      : AbortSignal.any([sweepOptions.signal, stopped.signal])
-  const options = { ...sweepOptions, signal }
+  const options = { ...sweepOptions, signal: stopped.signal }
   // One sweep at a time: a backlog that outlasts the interval is not swept twice at once.
-  let sweeping = false
+  let running: Promise<void> | undefined
   const timer = setInterval(() => {
-    if (sweeping) return
-    sweeping = true
-    store
+    running ??= store
       .sweep(options)
-      .catch((error) => logger.error('sweep failed', error))
+      .then(
+        () => undefined,
+        (error: unknown) => logger.error('sweep failed', error),
+      )
       .finally(() => {
-        sweeping = false
+        running = undefined
       })
   }, sweepInterval)
   timer.unref()
+  const end = () => {
+    clearInterval(timer)
+    stopped.abort()
+  }
+  // The caller's own signal ends the sweeps for good, as close() does.
+  const own = sweepOptions.signal
+  if (own?.aborted) end()
+  own?.addEventListener('abort', end, { once: true })
   return {
-    stop: () => {
-      clearInterval(timer)
-      stopped.abort()
+    stop: async () => {
+      end()
+      own?.removeEventListener('abort', end)
+      await running
     },
   }
 }

@@ -198,7 +198,7 @@ export interface ResolvedOptions<TTransaction = unknown> {
   readonly logger: Logger
   /** Undefined: no sweep timer. */
   readonly sweepInterval: number | undefined
-  /** Checked when the engine is created; undefined: the store's defaults. */
+  /** Over the paced default, checked when the engine is created. */
   readonly sweepOptions: SweepOptions
   /** The bounds of store calls; undefined: no bound. */
   readonly claimTimeout: number | undefined
@@ -276,7 +276,7 @@ export function resolveOptions<TTransaction>(
     onEvent: options.onEvent,
     logger: options.logger ?? defaults.logger,
     sweepInterval: bound('sweepInterval'),
-    sweepOptions: checkedSweepOptions({ ...defaults.sweepOptions, ...options.sweepOptions }),
+    sweepOptions: pacedSweepOptions(options.sweepOptions),
     claimTimeout,
     completeTimeout,
     releaseTimeout,
@@ -296,8 +296,17 @@ type BoundOption =
   | 'commitTimeout'
   | 'sweepInterval'
 
-/** `sweepOptions` as given, once every store would accept them (a TypeError otherwise). */
-function checkedSweepOptions(options: SweepOptions): SweepOptions {
+/**
+ * `sweepOptions` over the paced default, field by field (a field left undefined keeps the
+ * default's), once every store would accept them (a TypeError otherwise).
+ */
+function pacedSweepOptions(given: SweepOptions | undefined): SweepOptions {
+  const paced = defaultIdempotencyOptions.sweepOptions
+  const options = {
+    ...given,
+    batchSize: given?.batchSize ?? paced.batchSize,
+    pause: given?.pause ?? paced.pause,
+  }
   sweepOptionsOf(options)
   return options
 }

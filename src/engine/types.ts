@@ -170,9 +170,10 @@ export interface Idempotency<TTransaction = unknown> {
   drain(): Promise<void>
   /**
    * Stops the sweep timer, if any, and the sweep it is running (at its next batch), and makes
-   * background completions give up at their next pause.
+   * background completions give up at their next pause. Resolves once that sweep has ended, so
+   * the database client can be closed after it.
    */
-  close(): void
+  close(): Promise<void>
   readonly store: IdempotencyStore<TTransaction>
   /** The engine's `transactional` option: whether operations run in transactions by default. */
   readonly transactional?: boolean | undefined

@@ -32,6 +32,11 @@ export function describeSweep(context: ConformanceContext): void {
     for (const claim of live) await complete(claim, 'long-lived')
     await passStoreTime(lastExpiry)
 
+    // A sweep whose signal has aborted deletes nothing.
+    expect(await store.sweep({ signal: AbortSignal.abort() })).toBe(0)
+    if (!options.selfExpiring) {
+      for (const claim of expired) expect(await get(claim)).toBeDefined()
+    }
     if (options.selfExpiring) {
       expect(await store.sweep()).toBe(0)
     } else {

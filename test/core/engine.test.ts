@@ -401,12 +401,62 @@ describe('engine: setup and sweeping', () => {
         signal: expect.any(AbortSignal),
       })
       backToBack.close()
+      // A field given as undefined keeps the default's value.
+      const unset = createIdempotency({
+        store,
+        sweepInterval: '1m',
+        sweepOptions: { batchSize: undefined, pause: undefined },
+      })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(sweep).toHaveBeenLastCalledWith({
+        batchSize: 2000,
+        pause: '150ms',
+        signal: expect.any(AbortSignal),
+      })
+      unset.close()
     } finally {
       vi.useRealTimers()
     }
   })
 
-  it('stops a running sweep when closed, and follows a signal of its own too', async () => {
+  it('stops a running sweep when closed, and resolves close() once it has ended', async () => {
+    vi.useFakeTimers()
+    try {
+      const store = createMemoryStore()
+      let finish = () => {}
+      const signals: AbortSignal[] = []
+      // A sweep that runs until its signal aborts, then takes one more step (its last batch).
+      vi.spyOn(store, 'sweep').mockImplementation(async (options) => {
+        const signal = options!.signal!
+        signals.push(signal)
+        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()))
+        await new Promise<void>((resolve) => {
+          finish = resolve
+        })
+        return 0
+      })
+      const idempotency = createIdempotency({ store, sweepInterval: '1m' })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(signals).toHaveLength(1)
+      expect(signals[0]!.aborted).toBe(false)
+      let closed = false
+      const closing = idempotency.close().then(() => {
+        closed = true
+      })
+      expect(signals[0]!.aborted).toBe(true)
+      await vi.advanceTimersByTimeAsync(0)
+      expect(closed).toBe(false)
+      finish()
+      await closing
+      expect(closed).toBe(true)
+      await vi.advanceTimersByTimeAsync(120_000)
+      expect(signals).toHaveLength(1)
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it("ends the timer's sweeps for good when the signal in sweepOptions aborts", async () => {
     vi.useFakeTimers()
     try {
       const store = createMemoryStore()
@@ -415,23 +465,30 @@ describe('engine: setup and sweeping', () => {
         signals.push(options!.signal!)
         return 0
       })
-      const idempotency = createIdempotency({ store, sweepInterval: '1m' })
-      await vi.advanceTimersByTimeAsync(60_000)
-      expect(signals[0]!.aborted).toBe(false)
-      idempotency.close()
-      expect(signals[0]!.aborted).toBe(true)
-
       const own = new AbortController()
-      const withOwn = createIdempotency({
+      const idempotency = createIdempotency({
         store,
         sweepInterval: '1m',
         sweepOptions: { signal: own.signal },
       })
       await vi.advanceTimersByTimeAsync(60_000)
-      expect(signals[1]!.aborted).toBe(false)
+      expect(signals).toHaveLength(1)
+      expect(signals[0]!.aborted).toBe(false)
       own.abort()
-      expect(signals[1]!.aborted).toBe(true)
-      withOwn.close()
+      expect(signals[0]!.aborted).toBe(true)
+      await vi.advanceTimersByTimeAsync(120_000)
+      expect(signals).toHaveLength(1)
+      await idempotency.close()
+
+      // Aborted before the engine is created: the timer never sweeps.
+      const never = createIdempotency({
+        store,
+        sweepInterval: '1m',
+        sweepOptions: { signal: AbortSignal.abort() },
+      })
+      await vi.advanceTimersByTimeAsync(120_000)
+      expect(signals).toHaveLength(1)
+      await never.close()
     } finally {
       vi.useRealTimers()
     }
