@@ -33,6 +33,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { checkCli } from './pack/cli.mjs'
 import { fail, log, npmEnv, pkg, root, run } from './pack/common.mjs'
+import { checkCurrentPostgres } from './pack/postgres-current.mjs'
 import { checkTelemetry, nodeAtLeast } from './pack/telemetry.mjs'
 
 const require = createRequire(join(root, 'package.json'))
@@ -564,6 +565,14 @@ describeStoreConformance({
     } else {
       log('skipped running the Redis store on those clients: REDIS_URL is not set')
     }
+  }
+  // 9b. The same for the current postgres.js major, and the Drizzle store runs on it.
+  if (specifiers.includes(`${pkg.name}/drizzle`)) {
+    checkCurrentPostgres(
+      installedVersion('postgres4'),
+      installedVersion('drizzle-orm'),
+      join(work, packed.filename),
+    )
   }
   // 11. OpenTelemetry: an app that registers the SDK, and does nothing else, sees the keyed
   //     operations in its traces and metrics. With the SDK 2 releases this repository tests
