@@ -32,7 +32,7 @@ import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { checkCli } from './pack/cli.mjs'
-import { fail, log, npmEnv, pkg, root, run } from './pack/common.mjs'
+import { fail, log, npmEnv, pkg, root, run, runsOnceLines } from './pack/common.mjs'
 import { checkCurrentPostgres } from './pack/postgres-current.mjs'
 import { checkTelemetry, nodeAtLeast } from './pack/telemetry.mjs'
 
@@ -758,17 +758,7 @@ const versions = []
 for (const [library, client] of [['ioredis', io], ['redis', nodeRedis]]) {
   const prefix = 'pack-check:' + library + ':' + process.pid + ':' + Date.now() + ':'
   const idempotency = createIdempotency({ store: createRedisStore(client, { prefix }) })
-  let runs = 0
-  const request = { key: 'k-1', operation: 'pay', payload: { amount: 1 } }
-  const first = await idempotency.execute(request, async () => ++runs)
-  const retry = await idempotency.execute(request, async () => ++runs)
-  const reused = await idempotency
-    .execute({ ...request, payload: { amount: 2 } }, async () => ++runs)
-    .catch((error) => error)
-  if (first.value !== 1 || !retry.replayed || retry.value !== 1 || runs !== 1) {
-    throw new Error(library + ': the key did not run once and replay')
-  }
-  if (!(reused instanceof KeyReusedError)) throw new Error(library + ': no KEY_REUSED for another payload')
+  ${runsOnceLines('library')}
   const { version } = JSON.parse(
     (await import('node:fs')).readFileSync('node_modules/' + library + '/package.json', 'utf8'),
   )

@@ -24,3 +24,20 @@ export const npmEnv = Object.fromEntries(
 )
 export const run = (command, args, cwd, env = npmEnv) =>
   execFileSync(command, args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+
+/**
+ * An app's lines (in an async module, with \`idempotency\` and \`KeyReusedError\` in scope): key
+ * k-1 runs once, its retry replays, another payload under it is refused; else it throws, naming
+ * \`label\` (a JavaScript expression).
+ */
+export const runsOnceLines = (label) => `let runs = 0
+const request = { key: 'k-1', operation: 'pay', payload: { amount: 1 } }
+const first = await idempotency.execute(request, async () => ++runs)
+const retry = await idempotency.execute(request, async () => ++runs)
+const reused = await idempotency
+  .execute({ ...request, payload: { amount: 2 } }, async () => ++runs)
+  .catch((error) => error)
+if (first.value !== 1 || !retry.replayed || retry.value !== 1 || runs !== 1) {
+  throw new Error(${label} + ': the key did not run once and replay')
+}
+if (!(reused instanceof KeyReusedError)) throw new Error(${label} + ': no KEY_REUSED for another payload')`

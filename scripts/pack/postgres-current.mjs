@@ -3,7 +3,7 @@
 // on it: a first execution, its replay, a reused key, a transactional execution and a sweep.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { fail, log, pkg, run } from './common.mjs'
+import { fail, log, pkg, run, runsOnceLines } from './common.mjs'
 
 export function checkCurrentPostgres(postgresVersion, drizzleVersion, tarball) {
   const app = join(dirname(tarball), 'current-postgres')
@@ -51,17 +51,7 @@ const idempotency = createIdempotency({ store, ttl: '1s', sweepInterval: false }
 try {
   await store.ensureTable()
   await client.unsafe('create table "' + schema + '".orders (id serial primary key, amount int)')
-  let runs = 0
-  const request = { key: 'k-1', operation: 'pay', payload: { amount: 1 } }
-  const first = await idempotency.execute(request, async () => ++runs)
-  const retry = await idempotency.execute(request, async () => ++runs)
-  const reused = await idempotency
-    .execute({ ...request, payload: { amount: 2 } }, async () => ++runs)
-    .catch((error) => error)
-  if (first.value !== 1 || retry.value !== 1 || !retry.replayed || runs !== 1) {
-    throw new Error('a replay did not answer the first outcome: ' + JSON.stringify({ first, retry, runs }))
-  }
-  if (!(reused instanceof KeyReusedError)) throw new Error('a reused key was not refused: ' + reused)
+  ${runsOnceLines("'postgres.js'")}
   const insert = (tx, amount) =>
     tx.execute(sql.raw('insert into "' + schema + '".orders (amount) values (' + amount + ') returning id'))
   const tx = { key: 'k-2', operation: 'pay', payload: { amount: 3 }, transactional: true }
