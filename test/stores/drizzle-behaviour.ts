@@ -139,33 +139,27 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
       expect(reused).toBe(1)
     })
 
-    it('sweep deletes expired records with one statement per batch', async () => {
-      const store = await options.createCountedStore()
-      const { name, schema } = getTableConfig(store.table)
-      for (let i = 0; i < 5; i++) {
-        const claim = {
-          scope: 's',
-          key: `expired-${i}`,
-          fingerprint: 'f',
-          leaseToken: `t${i}`,
-          lockTimeoutMs: 60_000,
-          ttlMs: 60_000,
-        }
+    /** `count` completed records keyed `prefix-<i>`, aged past their expiry on the server. */
+    const expiredRecords = async (store: DrizzleStore, prefix: string, count: number) => {
+      for (let i = 0; i < count; i++) {
+        const claim = { ...claimInput(), scope: 's', key: `${prefix}-${i}`, ttlMs: 60_000 }
         await store.claim(claim)
         await store.complete({ ...claim, response: 'r', ttlMs: 60_000 })
       }
-      await store.claim({
-        scope: 's',
-        key: 'live',
-        fingerprint: 'f',
-        leaseToken: 'live',
-        lockTimeoutMs: 60_000,
-        ttlMs: 60_000,
-      })
-      // Age the records on the server instead of waiting for them to expire.
+      await ageRecords(store, `${prefix}-%`)
+    }
+    /** Moves the expiry of the records whose key is `like` into the past, on the server. */
+    const ageRecords = async (store: DrizzleStore, like: string) => {
+      const { name, schema } = getTableConfig(store.table)
       await query(
-        sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key like 'expired-%'`,
+        sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key like ${like}`,
       )
+    }
+
+    it('sweep deletes expired records with one statement per batch, paced if asked', async () => {
+      const store = await options.createCountedStore()
+      await expiredRecords(store, 'expired', 5)
+      await store.claim({ ...claimInput(), scope: 's', key: 'live', ttlMs: 60_000 })
       let deleted = 0
       const statements = await counter.count(async () => {
         deleted = await store.sweep({ batchSize: 2 })
@@ -177,38 +171,23 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
 
       // Paced: a pause between two batches, none after the last. The pauses are the timers of
       // that length the sweep sets (37 ms: no other code here waits that long).
-      await query(
-        sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key = 'live'`,
-      )
+      await ageRecords(store, 'live')
       await expect(store.sweep({ pause: 'soon' as never })).rejects.toThrow(/sweep's pause must be/)
       expect(await store.get('s', 'live')).toBeDefined()
+      await expiredRecords(store, 'paced', 4)
       const timers = vi.spyOn(globalThis, 'setTimeout')
       try {
-        for (let i = 0; i < 4; i++) {
-          const claim = { ...claimInput(), scope: 's', key: `paced-${i}`, ttlMs: 60_000 }
-          await store.claim(claim)
-          await store.complete({ ...claim, response: 'r', ttlMs: 60_000 })
-        }
-        await query(
-          sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key like 'paced-%'`,
-        )
-        timers.mockClear()
         expect(await store.sweep({ batchSize: 2, pause: '37ms' })).toBe(5)
         expect(timers.mock.calls.filter(([, ms]) => ms === 37)).toHaveLength(2)
       } finally {
         timers.mockRestore()
       }
+    })
 
-      // A signal stops it between two batches, and a pause at once; aborted before, it deletes
-      // nothing.
-      for (let i = 0; i < 4; i++) {
-        const claim = { ...claimInput(), scope: 's', key: `stopped-${i}`, ttlMs: 60_000 }
-        await store.claim(claim)
-        await store.complete({ ...claim, response: 'r', ttlMs: 60_000 })
-      }
-      await query(
-        sql`update ${sql.identifier(schema!)}.${sql.identifier(name)} set expires_at = now() - interval '1 second' where key like 'stopped-%'`,
-      )
+    it('a signal stops a sweep between two batches, and its pause at once', async () => {
+      const store = await options.createCountedStore()
+      await expiredRecords(store, 'stopped', 4)
+      // Aborted before, it deletes nothing; anything but an AbortSignal is refused.
       await expect(store.sweep({ signal: AbortSignal.abort() })).resolves.toBe(0)
       await expect(store.sweep({ signal: {} as AbortSignal })).rejects.toThrow(
         /sweep's signal must be an AbortSignal/,
@@ -217,9 +196,10 @@ export function describeDrizzleBehaviour(options: DrizzleBehaviourOptions): void
       // A pause far longer than the test may take: only the abort ends it.
       const sweeping = store.sweep({ batchSize: 2, pause: '1h', signal: stop.signal })
       // The first batch done: it waits in its pause.
+      const { name, schema } = getTableConfig(store.table)
       await vi.waitFor(async () => {
         const [row] = await query(
-          sql`select count(*)::int as n from ${sql.identifier(schema!)}.${sql.identifier(name)} where key like 'stopped-%'`,
+          sql`select count(*)::int as n from ${sql.identifier(schema!)}.${sql.identifier(name)}`,
         )
         expect(Number((row as { n: number }).n)).toBe(2)
       })
